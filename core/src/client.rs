@@ -1,0 +1,403 @@
+//! The connection service callers use: `pipeline_size` pipelined connections behind one handle.
+
+use std::future::Future;
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Instant;
+
+use bytes::BytesMut;
+use postgres_protocol::message::backend::Message;
+use postgres_types::{ToSql, Type};
+
+use crate::driver::shared::{ConnShared, QueryResult, QueryWaiter};
+use crate::driver::ConnTask;
+use crate::proto::{encode, SessionInfo, Startup, Step};
+use crate::rt::{Runtime, Socket, Spawn};
+use crate::stats::Stats;
+use crate::{Config, Error, Row};
+
+/// A runtime that can run pgpipe: a [`Runtime`] that can spawn the connection task.
+/// Implemented automatically; adapters only implement `Runtime` and `Spawn`.
+pub trait Adapter: Runtime + Spawn<ConnTask<<Self as Runtime>::Socket>> {}
+impl<R> Adapter for R where R: Runtime + Spawn<ConnTask<<R as Runtime>::Socket>> {}
+
+/// A handle to the connection service. Cheap to clone; every clone shares the connections.
+/// When the last clone is dropped the connections drain their work and close.
+pub struct Client<R: Runtime> {
+    inner: Arc<Inner<R>>,
+}
+
+impl<R: Runtime> Clone for Client<R> {
+    fn clone(&self) -> Self {
+        Client {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+struct Inner<R> {
+    rt: R,
+    config: Config,
+    conns: Vec<Arc<ConnShared>>,
+    cursor: AtomicUsize,
+}
+
+impl<R> Drop for Inner<R> {
+    fn drop(&mut self) {
+        for c in &self.conns {
+            c.begin_close();
+        }
+    }
+}
+
+impl<R: Adapter> Client<R> {
+    /// Opens `config.pipeline_size` connections on runtime `rt` and starts their tasks.
+    pub async fn connect(rt: R, config: Config) -> Result<Client<R>, Error> {
+        config.validate()?;
+        let mut conns = Vec::with_capacity(config.pipeline_size);
+        for _ in 0..config.pipeline_size {
+            match open(&rt, &config).await {
+                Ok((shared, task)) => {
+                    rt.spawn(task);
+                    conns.push(shared);
+                }
+                Err(e) => {
+                    for c in &conns {
+                        c.begin_close();
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Client {
+            inner: Arc::new(Inner {
+                rt,
+                config,
+                conns,
+                cursor: AtomicUsize::new(0),
+            }),
+        })
+    }
+}
+
+impl<R: Runtime> Client<R> {
+    /// Runs a statement and returns its rows. Parameters bind to `$1, $2, ...`.
+    pub async fn query(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, Error> {
+        Ok(self.run(sql, params).await?.rows)
+    }
+
+    /// Runs a statement and returns the number of rows it affected.
+    pub async fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, Error> {
+        Ok(self.run(sql, params).await?.affected)
+    }
+
+    /// Runs a statement that must return exactly one row.
+    pub async fn query_one(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row, Error> {
+        let mut rows = self.run(sql, params).await?.rows;
+        if rows.len() != 1 {
+            return Err(Error::RowCount(rows.len()));
+        }
+        rows.pop().ok_or(Error::RowCount(0))
+    }
+
+    /// Runs a statement that returns at most one row.
+    pub async fn query_opt(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, Error> {
+        let mut rows = self.run(sql, params).await?.rows;
+        if rows.len() > 1 {
+            return Err(Error::RowCount(rows.len()));
+        }
+        Ok(rows.pop())
+    }
+
+    /// Runs a statement with caller-supplied parameter types: one round trip, no statement cache
+    /// (useful for one-off SQL texts that would only churn the cache).
+    pub async fn query_typed(
+        &self,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<Vec<Row>, Error> {
+        encode::check_input(sql, params.len())?;
+        let deadline = self.deadline();
+        let mut attempts = 0;
+        loop {
+            let conn = self.route()?;
+            let r = async {
+                let w =
+                    with_deadline(&self.inner.rt, deadline, conn.submit_typed(sql, params)).await?;
+                wait(&self.inner.rt, deadline, &w).await
+            }
+            .await;
+            match self.retry_or_return(conn, r, &mut attempts) {
+                Some(r) => return r.map(|q| q.rows),
+                None => continue,
+            }
+        }
+    }
+
+    /// Counters of every connection and their sum.
+    pub fn stats(&self) -> Stats {
+        Stats::from_connections(
+            self.inner
+                .conns
+                .iter()
+                .map(|c| c.counters.snapshot())
+                .collect(),
+        )
+    }
+
+    /// The configuration this client was built with.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Connections still accepting work.
+    pub fn live_connections(&self) -> usize {
+        self.inner.conns.iter().filter(|c| c.is_open()).count()
+    }
+
+    /// Graceful close: stop accepting work, let every accepted unit complete, then close the
+    /// connections. Returns when all connection tasks have ended. Other clones see `Error::Closed`.
+    pub async fn close(&self) {
+        for c in &self.inner.conns {
+            c.begin_close();
+        }
+        for c in &self.inner.conns {
+            while !c.has_exited() {
+                let l = c.exited.listen();
+                if c.has_exited() {
+                    break;
+                }
+                l.await;
+            }
+        }
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.inner
+            .config
+            .query_timeout
+            .map(|d| self.inner.rt.now() + d)
+    }
+
+    async fn run(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<QueryResult, Error> {
+        encode::check_input(sql, params.len())?;
+        let deadline = self.deadline();
+        let mut attempts = 0;
+        loop {
+            let conn = self.route()?;
+            let r = self.run_on(conn, sql, params, deadline).await;
+            if let Some(r) = self.retry_or_return(conn, r, &mut attempts) {
+                return r;
+            }
+        }
+    }
+
+    /// `None`: retry on another connection (the unit was never sent and one is still open).
+    fn retry_or_return(
+        &self,
+        conn: &ConnShared,
+        r: Result<QueryResult, Error>,
+        attempts: &mut usize,
+    ) -> Option<Result<QueryResult, Error>> {
+        match r {
+            Err(Error::NotDispatched { .. })
+                if self.inner.config.retry_not_dispatched
+                    && *attempts < self.inner.conns.len()
+                    && self.inner.conns.iter().any(|c| c.is_open()) =>
+            {
+                *attempts += 1;
+                conn.counters.inc(&conn.counters.retries);
+                None
+            }
+            Err(e) => {
+                if matches!(e, Error::Timeout) {
+                    conn.counters.inc(&conn.counters.errors_timeout);
+                }
+                Some(Err(e))
+            }
+            ok => Some(ok),
+        }
+    }
+
+    async fn run_on(
+        &self,
+        conn: &ConnShared,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        deadline: Option<Instant>,
+    ) -> Result<QueryResult, Error> {
+        let rt = &self.inner.rt;
+        loop {
+            let stmt = with_deadline(rt, deadline, conn.statement(sql)).await?;
+            if stmt.params.len() != params.len() {
+                return Err(Error::ParamCount {
+                    expected: stmt.params.len(),
+                    given: params.len(),
+                });
+            }
+            match with_deadline(rt, deadline, conn.submit_execute(&stmt, params)).await? {
+                Some(w) => return wait(rt, deadline, &w).await,
+                None => continue, // evicted between lookup and submit: prepare again
+            }
+        }
+    }
+
+    /// Least-loaded open connection (load = queued + in flight); the first idle one from a
+    /// rotating start wins, so ties spread evenly.
+    fn route(&self) -> Result<&Arc<ConnShared>, Error> {
+        let conns = &self.inner.conns;
+        let n = conns.len();
+        let start = self.inner.cursor.fetch_add(1, Relaxed) % n;
+        let mut best: Option<(u64, &Arc<ConnShared>)> = None;
+        for i in 0..n {
+            let c = &conns[(start + i) % n];
+            if !c.is_open() {
+                continue;
+            }
+            let load = c.load();
+            if load == 0 {
+                return Ok(c);
+            }
+            if best.is_none_or(|(l, _)| load < l) {
+                best = Some((load, c));
+            }
+        }
+        match best {
+            Some((_, c)) => Ok(c),
+            None if conns.iter().all(|c| c.has_exited() || !c.is_open()) && self.any_closing() => {
+                Err(Error::Closed)
+            }
+            None => Err(Error::NoConnection {
+                reason: "every pipelined connection has failed".into(),
+            }),
+        }
+    }
+
+    fn any_closing(&self) -> bool {
+        self.inner.conns.iter().any(|c| {
+            matches!(
+                crate::sched::lock(&c.state).status,
+                crate::driver::shared::Status::Closing | crate::driver::shared::Status::Closed
+            )
+        })
+    }
+}
+
+/// `block` with an optional deadline from the runtime's clock.
+async fn wait<R: Runtime>(
+    rt: &R,
+    deadline: Option<Instant>,
+    w: &QueryWaiter,
+) -> Result<QueryResult, Error> {
+    with_deadline(
+        rt,
+        deadline,
+        futures_lite::future::poll_fn(|cx| w.poll_block(cx)),
+    )
+    .await
+}
+
+async fn with_deadline<R: Runtime, T>(
+    rt: &R,
+    deadline: Option<Instant>,
+    fut: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    match deadline {
+        None => fut.await,
+        Some(d) => {
+            let mut sleep = rt.sleep_until(d);
+            let mut fut = std::pin::pin!(fut);
+            futures_lite::future::poll_fn(|cx| {
+                if let Poll::Ready(r) = fut.as_mut().poll(cx) {
+                    return Poll::Ready(r);
+                }
+                match std::pin::Pin::new(&mut sleep).poll(cx) {
+                    Poll::Ready(_) => Poll::Ready(Err(Error::Timeout)),
+                    Poll::Pending => Poll::Pending,
+                }
+            })
+            .await
+        }
+    }
+}
+
+/// Connects and authenticates one connection, returning its shared state and its task.
+async fn open<R: Adapter>(
+    rt: &R,
+    cfg: &Config,
+) -> Result<(Arc<ConnShared>, ConnTask<R::Socket>), Error> {
+    let deadline = rt.now() + cfg.connect_timeout;
+    let r = with_deadline(rt, Some(deadline), async {
+        let mut sock = rt.connect(&cfg.host, cfg.port).await?;
+        let mut out = BytesMut::with_capacity(1024);
+        let mut rbuf = BytesMut::with_capacity(8 * 1024);
+        let mut startup = Startup::begin(cfg, &mut out)?;
+        let mut chunk = vec![0u8; 8 * 1024];
+        loop {
+            write_all(&mut sock, &mut out).await?;
+            while let Some(msg) = Message::parse(&mut rbuf)
+                .map_err(|e| Error::Protocol(format!("during startup: {e}")))?
+            {
+                if let Step::Done(info) = startup.handle(msg, &mut out)? {
+                    check_session(&info)?;
+                    let shared =
+                        Arc::new(ConnShared::new(cfg.mailbox_size, cfg.statement_cache_size));
+                    let task = ConnTask::new(shared.clone(), sock, cfg.max_in_flight, info, rbuf);
+                    return Ok((shared, task));
+                }
+            }
+            write_all(&mut sock, &mut out).await?;
+            let n = futures_lite::future::poll_fn(|cx| sock.poll_read(cx, &mut chunk)).await?;
+            if n == 0 {
+                return Err(Error::Io(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "server closed the connection during startup",
+                )));
+            }
+            rbuf.extend_from_slice(&chunk[..n]);
+        }
+    })
+    .await;
+    match r {
+        Err(Error::Timeout) => Err(Error::Io(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!(
+                "connecting to {}:{} timed out after {:?}",
+                cfg.host, cfg.port, cfg.connect_timeout
+            ),
+        ))),
+        r => r,
+    }
+}
+
+/// The shared path's guard relies on standard string literals; refuse a server without them.
+fn check_session(info: &SessionInfo) -> Result<(), Error> {
+    match info.parameter("standard_conforming_strings") {
+        Some("on") => Ok(()),
+        other => Err(Error::UnsupportedServer(format!(
+            "standard_conforming_strings is {:?}; the shared path requires it to be on",
+            other.unwrap_or("unreported")
+        ))),
+    }
+}
+
+async fn write_all<S: Socket>(sock: &mut S, buf: &mut BytesMut) -> Result<(), Error> {
+    while !buf.is_empty() {
+        let n = futures_lite::future::poll_fn(|cx| sock.poll_write(cx, buf)).await?;
+        if n == 0 {
+            return Err(Error::Io(io::ErrorKind::WriteZero.into()));
+        }
+        let _ = buf.split_to(n);
+    }
+    Ok(())
+}

@@ -1,0 +1,247 @@
+//! Connection settings and the `postgres://` URL form.
+
+use std::time::Duration;
+
+use crate::Error;
+
+/// Settings of a connection service. Build one with [`Config::from_url`] or field by field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Config {
+    /// Server host name or IP address.
+    pub host: String,
+    /// Server TCP port.
+    pub port: u16,
+    /// Role to authenticate as.
+    pub user: String,
+    /// Password, when the server asks for one.
+    pub password: Option<String>,
+    /// Database name (defaults to the user name).
+    pub dbname: String,
+    /// `application_name` reported to the server.
+    pub application_name: Option<String>,
+    /// Connections carrying the shared, pipelined path (URL key `pipeline_size`, default 4).
+    pub pipeline_size: usize,
+    /// Units in flight per connection before further ones wait in its mailbox (`max_in_flight`, default 64).
+    pub max_in_flight: usize,
+    /// Units a connection's mailbox holds before callers wait (`mailbox_size`, default 256).
+    pub mailbox_size: usize,
+    /// Prepared statements cached per connection; the least recently used is closed on overflow
+    /// (`statement_cache_size`, default 256).
+    pub statement_cache_size: usize,
+    /// Deadline for connecting and authenticating (`connect_timeout` in seconds, default 10).
+    pub connect_timeout: Duration,
+    /// Deadline per query, measured from submission; `None` waits forever (`query_timeout` in
+    /// milliseconds). On expiry the caller gets `Error::Timeout` and the unit is drained and discarded.
+    pub query_timeout: Option<Duration>,
+    /// Retry units that were never sent on another live connection (`retry_not_dispatched`, default true).
+    pub retry_not_dispatched: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            host: "127.0.0.1".into(),
+            port: 5432,
+            user: "postgres".into(),
+            password: None,
+            dbname: String::new(),
+            application_name: Some("pgpipe".into()),
+            pipeline_size: 4,
+            max_in_flight: 64,
+            mailbox_size: 256,
+            statement_cache_size: 256,
+            connect_timeout: Duration::from_secs(10),
+            query_timeout: None,
+            retry_not_dispatched: true,
+        }
+    }
+}
+
+impl Config {
+    /// Parses `postgres://user:password@host:port/dbname?key=value&...` (also `postgresql://`).
+    /// Percent-escapes are decoded. Unknown keys are an error, so a typo is not silently ignored.
+    pub fn from_url(url: &str) -> Result<Config, Error> {
+        let rest = url
+            .strip_prefix("postgres://")
+            .or_else(|| url.strip_prefix("postgresql://"))
+            .ok_or_else(|| bad("URL must start with postgres:// or postgresql://"))?;
+        let mut cfg = Config::default();
+        let (main, query) = match rest.split_once('?') {
+            Some((m, q)) => (m, Some(q)),
+            None => (rest, None),
+        };
+        let (authority, path) = match main.split_once('/') {
+            Some((a, p)) => (a, p),
+            None => (main, ""),
+        };
+        let hostport = match authority.rsplit_once('@') {
+            Some((userinfo, hp)) => {
+                match userinfo.split_once(':') {
+                    Some((u, p)) => {
+                        cfg.user = decode(u)?;
+                        cfg.password = Some(decode(p)?);
+                    }
+                    None => cfg.user = decode(userinfo)?,
+                }
+                hp
+            }
+            None => authority,
+        };
+        if !hostport.is_empty() {
+            let (host, port) = if let Some(stripped) = hostport.strip_prefix('[') {
+                let (h, after) = stripped
+                    .split_once(']')
+                    .ok_or_else(|| bad("unterminated [ in host"))?;
+                (h, after.strip_prefix(':'))
+            } else {
+                match hostport.rsplit_once(':') {
+                    Some((h, p)) => (h, Some(p)),
+                    None => (hostport, None),
+                }
+            };
+            if !host.is_empty() {
+                cfg.host = decode(host)?;
+            }
+            if let Some(p) = port {
+                cfg.port = p.parse().map_err(|_| bad(&format!("invalid port {p:?}")))?;
+            }
+        }
+        cfg.dbname = decode(path)?;
+        if let Some(q) = query {
+            for pair in q.split('&').filter(|p| !p.is_empty()) {
+                let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+                cfg.set(&decode(k)?, &decode(v)?)?;
+            }
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Sets one option by its URL key.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), Error> {
+        fn num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, Error> {
+            v.parse()
+                .map_err(|_| bad(&format!("{key}={v:?} is not a valid number")))
+        }
+        match key {
+            "pipeline_size" => self.pipeline_size = num(key, value)?,
+            "max_in_flight" => self.max_in_flight = num(key, value)?,
+            "mailbox_size" => self.mailbox_size = num(key, value)?,
+            "statement_cache_size" => self.statement_cache_size = num(key, value)?,
+            "connect_timeout" => self.connect_timeout = Duration::from_secs(num(key, value)?),
+            "query_timeout" => {
+                let ms: u64 = num(key, value)?;
+                self.query_timeout = (ms > 0).then(|| Duration::from_millis(ms));
+            }
+            "retry_not_dispatched" => {
+                self.retry_not_dispatched = match value {
+                    "true" | "1" | "on" => true,
+                    "false" | "0" | "off" => false,
+                    _ => return Err(bad(&format!("{key}={value:?} is not a boolean"))),
+                }
+            }
+            "application_name" => self.application_name = Some(value.to_owned()),
+            "user" => self.user = value.to_owned(),
+            "password" => self.password = Some(value.to_owned()),
+            "dbname" => self.dbname = value.to_owned(),
+            "host" => self.host = value.to_owned(),
+            "port" => self.port = num(key, value)?,
+            "sslmode" => {
+                // TLS is not implemented yet; only modes that allow plaintext are accepted.
+                if !matches!(value, "disable" | "allow" | "prefer") {
+                    return Err(bad(&format!(
+                        "sslmode={value} needs TLS, which pgpipe does not support yet"
+                    )));
+                }
+            }
+            _ => return Err(bad(&format!("unknown option {key:?}"))),
+        }
+        Ok(())
+    }
+
+    /// Checks the limits that the service relies on.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.pipeline_size == 0 {
+            return Err(bad("pipeline_size must be at least 1"));
+        }
+        if self.max_in_flight == 0 || self.mailbox_size == 0 {
+            return Err(bad("max_in_flight and mailbox_size must be at least 1"));
+        }
+        if self.statement_cache_size == 0 {
+            return Err(bad("statement_cache_size must be at least 1"));
+        }
+        Ok(())
+    }
+
+    /// The database to connect to: `dbname`, or the user name when empty (as libpq does).
+    pub fn database(&self) -> &str {
+        if self.dbname.is_empty() {
+            &self.user
+        } else {
+            &self.dbname
+        }
+    }
+}
+
+fn bad(msg: &str) -> Error {
+    Error::Config(msg.to_owned())
+}
+
+fn decode(s: &str) -> Result<String, Error> {
+    if !s.contains('%') {
+        return Ok(s.to_owned());
+    }
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| bad("invalid percent-escape in URL"))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| bad("percent-escape decodes to invalid UTF-8"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_full_url() {
+        let c = Config::from_url(
+            "postgres://al%40ice:p%3Aw@db.local:6543/app?pipeline_size=2&max_in_flight=8&query_timeout=250",
+        )
+        .unwrap();
+        assert_eq!(c.user, "al@ice");
+        assert_eq!(c.password.as_deref(), Some("p:w"));
+        assert_eq!(c.host, "db.local");
+        assert_eq!(c.port, 6543);
+        assert_eq!(c.dbname, "app");
+        assert_eq!(c.pipeline_size, 2);
+        assert_eq!(c.max_in_flight, 8);
+        assert_eq!(c.query_timeout, Some(Duration::from_millis(250)));
+    }
+
+    #[test]
+    fn defaults_and_errors() {
+        let c = Config::from_url("postgresql://bob@[::1]").unwrap();
+        assert_eq!(c.host, "::1");
+        assert_eq!(c.port, 5432);
+        assert_eq!(c.database(), "bob");
+        assert_eq!(c.pipeline_size, 4);
+        assert!(Config::from_url("mysql://x").is_err());
+        assert!(Config::from_url("postgres://x@h/db?pipline_size=2").is_err());
+        assert!(Config::from_url("postgres://x@h/db?pipeline_size=0").is_err());
+        assert!(Config::from_url("postgres://x@h:notaport/db").is_err());
+        assert!(Config::from_url("postgres://x@h/db?sslmode=verify-full").is_err());
+    }
+}

@@ -1,0 +1,7 @@
+//! The runtime-neutral driver: per-connection shared state and the connection task.
+
+pub(crate) mod shared;
+pub(crate) mod task;
+
+pub use shared::QueryResult;
+pub use task::ConnTask;

@@ -1,0 +1,392 @@
+//! The state one connection shares between callers and its task: the mailbox of encoded units,
+//! the statement cache, the coalesced wakeup of the task, and the counters.
+//!
+//! Callers encode their unit directly into the mailbox buffer while holding its lock (no
+//! per-query buffer). The task moves whole units from the mailbox into its write buffer.
+
+use std::collections::VecDeque;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::{Arc, Mutex};
+use std::task::Waker;
+
+use bytes::BytesMut;
+use event_listener::Event;
+use postgres_types::Type;
+
+use crate::proto::{encode, StatementCache, UnitKind};
+use crate::row::{Column, Row};
+use crate::sched::{lock, DeferredWakes, SharedWaiter, Waiter};
+use crate::stats::Counters;
+use crate::Error;
+
+/// The result of one executed unit.
+#[derive(Debug)]
+pub struct QueryResult {
+    /// Rows returned.
+    pub rows: Vec<Row>,
+    /// Rows affected according to the command tag.
+    pub affected: u64,
+}
+
+pub(crate) type QueryWaiter = Waiter<Result<QueryResult, Error>>;
+
+/// A statement prepared on one connection.
+pub(crate) struct Statement {
+    pub(crate) name: String,
+    pub(crate) params: Vec<Type>,
+    pub(crate) columns: Arc<[Column]>,
+    /// Cleared (under the connection lock) when evicted: a caller holding it re-prepares.
+    live: AtomicBool,
+}
+
+/// Why a prepare failed: a server error (shared by every waiter) or a connection failure.
+#[derive(Clone)]
+pub(crate) enum PrepareError {
+    Db(Arc<crate::DbError>),
+    NotDispatched(Arc<str>),
+    Indeterminate(Arc<str>),
+}
+
+impl PrepareError {
+    fn into_error(self) -> Error {
+        match self {
+            PrepareError::Db(e) => Error::Db(Box::new((*e).clone())),
+            PrepareError::NotDispatched(reason) => Error::NotDispatched { reason },
+            PrepareError::Indeterminate(reason) => Error::Indeterminate { reason },
+        }
+    }
+}
+
+/// A prepare in progress, awaited by every caller of its SQL text on this connection.
+pub(crate) struct Prepare {
+    pub(crate) sql: Box<str>,
+    pub(crate) name: String,
+    pub(crate) waiter: SharedWaiter<Result<Arc<Statement>, PrepareError>>,
+}
+
+pub(crate) enum CacheEntry {
+    Ready(Arc<Statement>),
+    Preparing(Arc<Prepare>),
+}
+
+/// Who is waiting for a unit.
+pub(crate) enum Token {
+    Query(Arc<QueryWaiter>),
+    Prepare(Arc<Prepare>),
+}
+
+pub(crate) struct Queued {
+    pub(crate) len: usize,
+    pub(crate) token: Token,
+    pub(crate) kind: UnitKind,
+    pub(crate) closes: bool,
+}
+
+#[derive(Clone)]
+pub(crate) enum Status {
+    Open,
+    Closing,
+    Closed,
+    Dead(Arc<str>),
+}
+
+pub(crate) struct State {
+    /// Encoded units not yet taken by the task; only `..committed` is valid.
+    pub(crate) buf: BytesMut,
+    pub(crate) committed: usize,
+    pub(crate) queue: VecDeque<Queued>,
+    pub(crate) statements: StatementCache<CacheEntry>,
+    next_statement: u64,
+    pub(crate) task_waker: Option<Waker>,
+    pub(crate) wake_pending: bool,
+    pub(crate) status: Status,
+}
+
+/// One pipelined connection as callers see it.
+pub(crate) struct ConnShared {
+    pub(crate) state: Mutex<State>,
+    pub(crate) counters: Counters,
+    /// Signalled when the mailbox has room again (or the connection stopped).
+    pub(crate) space: Event,
+    /// Signalled when the task has exited.
+    pub(crate) exited: Event,
+    pub(crate) exited_flag: AtomicBool,
+    /// Mirrors `status == Open` so routing never takes the lock.
+    open_flag: AtomicBool,
+    pub(crate) mailbox_size: usize,
+}
+
+impl ConnShared {
+    pub(crate) fn new(mailbox_size: usize, cache_size: usize) -> ConnShared {
+        ConnShared {
+            state: Mutex::new(State {
+                buf: BytesMut::with_capacity(8 * 1024),
+                committed: 0,
+                queue: VecDeque::with_capacity(mailbox_size.min(1024)),
+                statements: StatementCache::new(cache_size),
+                next_statement: 0,
+                task_waker: None,
+                wake_pending: false,
+                status: Status::Open,
+            }),
+            counters: Counters::default(),
+            space: Event::new(),
+            exited: Event::new(),
+            exited_flag: AtomicBool::new(false),
+            open_flag: AtomicBool::new(true),
+            mailbox_size,
+        }
+    }
+
+    /// Load used for routing: units queued plus in flight.
+    pub(crate) fn load(&self) -> u64 {
+        self.counters.queued.load(Relaxed) + self.counters.in_flight.load(Relaxed)
+    }
+
+    pub(crate) fn is_open(&self) -> bool {
+        self.open_flag.load(Relaxed)
+    }
+
+    /// Changes the status (the caller holds the state lock).
+    pub(crate) fn set_status(&self, st: &mut State, status: Status) {
+        self.open_flag
+            .store(matches!(status, Status::Open), Relaxed);
+        st.status = status;
+    }
+
+    pub(crate) fn has_exited(&self) -> bool {
+        self.exited_flag.load(Acquire)
+    }
+
+    pub(crate) fn mark_exited(&self) {
+        self.exited_flag.store(true, Release);
+        self.exited.notify(usize::MAX);
+    }
+
+    /// Stops accepting work; the task drains what was accepted, then closes.
+    pub(crate) fn begin_close(&self) {
+        let waker = {
+            let mut st = lock(&self.state);
+            if matches!(st.status, Status::Open) {
+                self.set_status(&mut st, Status::Closing);
+            }
+            st.task_waker.take()
+        };
+        self.space.notify(usize::MAX);
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// Returns the prepared statement for `sql`, preparing it (once, shared by concurrent
+    /// callers) if this connection has not seen it yet.
+    pub(crate) async fn statement(&self, sql: &str) -> Result<Arc<Statement>, Error> {
+        loop {
+            let prepare = {
+                let mut st = lock(&self.state);
+                status_check(&st.status)?;
+                match st.statements.get(sql) {
+                    Some(CacheEntry::Ready(s)) => return Ok(s.clone()),
+                    Some(CacheEntry::Preparing(p)) => p.clone(),
+                    None => {
+                        // A new text: prepare it. Space is not awaited here: a prepare is rare,
+                        // and letting it through keeps a full mailbox from delaying first use.
+                        st.next_statement += 1;
+                        let name = format!("pgpipe_{}", st.next_statement);
+                        let p = Arc::new(Prepare {
+                            sql: sql.into(),
+                            name,
+                            waiter: SharedWaiter::default(),
+                        });
+                        let evicted =
+                            st.statements
+                                .insert(sql, CacheEntry::Preparing(p.clone()), |e| {
+                                    matches!(e, CacheEntry::Ready(_))
+                                });
+                        let evict_name = match &evicted {
+                            Some((_, CacheEntry::Ready(s))) => {
+                                s.live.store(false, Relaxed);
+                                Some(s.name.as_str())
+                            }
+                            _ => None,
+                        };
+                        let start = st.committed;
+                        st.buf.truncate(start);
+                        if let Err(e) = encode::prepare(&p.name, sql, evict_name, &mut st.buf) {
+                            st.statements.remove(sql);
+                            return Err(e);
+                        }
+                        let closes = evict_name.is_some();
+                        let waker = self.push_locked(
+                            &mut st,
+                            start,
+                            Token::Prepare(p.clone()),
+                            UnitKind::Prepare,
+                            closes,
+                        );
+                        drop(st);
+                        if let Some(w) = waker {
+                            w.wake();
+                        }
+                        p
+                    }
+                }
+            };
+            match futures_lite::future::poll_fn(|cx| prepare.waiter.poll_block(cx)).await {
+                Ok(s) => return Ok(s),
+                // Another caller's prepare on this text failed for a connection reason; the
+                // caller decides whether to retry elsewhere.
+                Err(e) => return Err(e.into_error()),
+            }
+        }
+    }
+
+    /// Encodes an execute unit for `stmt` into the mailbox, waiting for room if it is full.
+    /// Returns `Ok(None)` if the statement was evicted meanwhile (the caller re-prepares).
+    pub(crate) async fn submit_execute(
+        &self,
+        stmt: &Statement,
+        params: encode::Params<'_>,
+    ) -> Result<Option<Arc<QueryWaiter>>, Error> {
+        loop {
+            let listener = {
+                let mut st = lock(&self.state);
+                status_check(&st.status)?;
+                if !stmt.live.load(Relaxed) {
+                    return Ok(None);
+                }
+                if st.queue.len() < self.mailbox_size {
+                    let start = st.committed;
+                    st.buf.truncate(start);
+                    encode::execute(&stmt.name, &stmt.params, params, &mut st.buf)?;
+                    let waiter = Arc::new(QueryWaiter::new());
+                    let waker = self.push_locked(
+                        &mut st,
+                        start,
+                        Token::Query(waiter.clone()),
+                        UnitKind::Execute(stmt.columns.clone()),
+                        false,
+                    );
+                    drop(st);
+                    if let Some(w) = waker {
+                        w.wake();
+                    }
+                    return Ok(Some(waiter));
+                }
+                // Backpressure: listen first, then release the lock, so a pump that frees room
+                // after this point is not missed.
+                self.space.listen()
+            };
+            listener.await;
+        }
+    }
+
+    /// Encodes a typed unit into the mailbox (no statement cache).
+    pub(crate) async fn submit_typed(
+        &self,
+        sql: &str,
+        params: &[(&(dyn postgres_types::ToSql + Sync), Type)],
+    ) -> Result<Arc<QueryWaiter>, Error> {
+        loop {
+            let listener = {
+                let mut st = lock(&self.state);
+                status_check(&st.status)?;
+                if st.queue.len() < self.mailbox_size {
+                    let start = st.committed;
+                    st.buf.truncate(start);
+                    encode::typed(sql, params, &mut st.buf)?;
+                    let waiter = Arc::new(QueryWaiter::new());
+                    let waker = self.push_locked(
+                        &mut st,
+                        start,
+                        Token::Query(waiter.clone()),
+                        UnitKind::Typed,
+                        false,
+                    );
+                    drop(st);
+                    if let Some(w) = waker {
+                        w.wake();
+                    }
+                    return Ok(waiter);
+                }
+                self.space.listen()
+            };
+            listener.await;
+        }
+    }
+
+    /// Commits the unit encoded at `buf[start..]` to the mailbox. Returns the task's waker if
+    /// this submission is the first since the task last looked (one wakeup per burst).
+    fn push_locked(
+        &self,
+        st: &mut State,
+        start: usize,
+        token: Token,
+        kind: UnitKind,
+        closes: bool,
+    ) -> Option<Waker> {
+        let len = st.buf.len() - start;
+        st.committed = st.buf.len();
+        st.queue.push_back(Queued {
+            len,
+            token,
+            kind,
+            closes,
+        });
+        self.counters.queued.fetch_add(1, Relaxed);
+        if st.wake_pending {
+            None
+        } else {
+            st.wake_pending = true;
+            st.task_waker.take()
+        }
+    }
+
+    /// Completes a prepare: caches the statement (or forgets the text on failure) and unblocks
+    /// every waiter. Called by the task inside its drain; wakeups go to `wakes`.
+    pub(crate) fn finish_prepare(
+        &self,
+        p: &Prepare,
+        result: Result<(Vec<Type>, Arc<[Column]>), PrepareError>,
+        wakes: &mut DeferredWakes,
+    ) {
+        let value = {
+            let mut st = lock(&self.state);
+            let mine = matches!(st.statements.get_mut(&p.sql), Some(CacheEntry::Preparing(q)) if std::ptr::eq(&**q, p));
+            match result {
+                Ok((params, columns)) => {
+                    let s = Arc::new(Statement {
+                        name: p.name.clone(),
+                        params,
+                        columns,
+                        live: AtomicBool::new(true),
+                    });
+                    if mine {
+                        if let Some(e) = st.statements.get_mut(&p.sql) {
+                            *e = CacheEntry::Ready(s.clone());
+                        }
+                    }
+                    Ok(s)
+                }
+                Err(e) => {
+                    if mine {
+                        st.statements.remove(&p.sql);
+                    }
+                    Err(e)
+                }
+            }
+        };
+        p.waiter.unblock(value, wakes);
+    }
+}
+
+fn status_check(s: &Status) -> Result<(), Error> {
+    match s {
+        Status::Open => Ok(()),
+        Status::Closing | Status::Closed => Err(Error::Closed),
+        Status::Dead(reason) => Err(Error::NotDispatched {
+            reason: reason.clone(),
+        }),
+    }
+}

@@ -1,0 +1,457 @@
+//! The connection task: the one owner of a socket.
+//!
+//! Each poll is one tick: read everything available, drain every complete message (completing
+//! units in FIFO order), pump queued units into the write buffer up to `max_in_flight`, write
+//! the batch, and only then wake the callers whose units completed. Read, drain, pump and write
+//! are plain synchronous functions: nothing inside a tick awaits, and no waiting task can run
+//! until the tick is over (see [`crate::sched`]).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, BytesMut};
+use postgres_types::Type;
+
+use crate::driver::shared::{ConnShared, PrepareError, QueryResult, Status, Token};
+use crate::proto::{Handler, Outcome, Pipeline, SessionInfo};
+use crate::row::Column;
+use crate::rt::Socket;
+use crate::sched::{lock, DeferredWakes, TickGuard};
+use crate::{DbError, Error};
+
+/// Bytes read per tick before yielding to the executor, so one busy connection cannot starve it.
+const READ_BUDGET: usize = 1 << 20;
+/// The pump stops adding units while this much is still unwritten (the socket pushes back).
+const WRITE_HIGH_WATER: usize = 256 * 1024;
+const READ_CHUNK: usize = 64 * 1024;
+
+/// A unit on the wire, with the position of its first byte in the output stream: on a
+/// connection failure, a unit none of whose bytes were written is `NotDispatched`.
+struct Sent {
+    token: Token,
+    start: u64,
+}
+
+/// The future that owns one connection. Spawn it on the runtime; it ends when the connection
+/// is closed or dies.
+pub struct ConnTask<S> {
+    shared: Arc<ConnShared>,
+    socket: S,
+    rbuf: BytesMut,
+    chunk: Box<[u8]>,
+    wbuf: BytesMut,
+    /// Total bytes handed to the write buffer / actually written.
+    pumped: u64,
+    written: u64,
+    pipeline: Pipeline<Sent>,
+    wakes: DeferredWakes,
+    max_in_flight: usize,
+    session: SessionInfo,
+    fatal: Option<DbError>,
+    terminating: bool,
+    finished: bool,
+}
+
+impl<S: Socket> ConnTask<S> {
+    pub(crate) fn new(
+        shared: Arc<ConnShared>,
+        socket: S,
+        max_in_flight: usize,
+        session: SessionInfo,
+        rbuf: BytesMut,
+    ) -> Self {
+        ConnTask {
+            shared,
+            socket,
+            rbuf,
+            chunk: vec![0u8; READ_CHUNK].into_boxed_slice(),
+            wbuf: BytesMut::with_capacity(16 * 1024),
+            pumped: 0,
+            written: 0,
+            pipeline: Pipeline::new(),
+            wakes: DeferredWakes::default(),
+            max_in_flight,
+            session,
+            fatal: None,
+            terminating: false,
+            finished: false,
+        }
+    }
+
+    /// One tick. Returns `Ready` when the task is finished.
+    fn tick(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let more = match self.read(cx) {
+            Ok(more) => more,
+            Err(reason) => return self.die(reason),
+        };
+        if let Err(v) = self.drain() {
+            return self.die(format!("protocol violation: {}", v.0));
+        }
+        if self.finished {
+            // The drain found a reason to stop (backstop); die() already ran.
+            return Poll::Ready(());
+        }
+        let idle_closing = self.pump(cx);
+        if let Err(reason) = self.write(cx) {
+            return self.die(reason);
+        }
+        if idle_closing {
+            return self.close(cx);
+        }
+        if more {
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
+    }
+
+    /// Reads until the socket would block or the budget is spent. `Ok(true)`: budget spent.
+    fn read(&mut self, cx: &mut Context<'_>) -> Result<bool, String> {
+        let mut total = 0usize;
+        let result = loop {
+            match self.socket.poll_read(cx, &mut self.chunk) {
+                Poll::Ready(Ok(0)) => break Err(self.eof_reason()),
+                Poll::Ready(Ok(n)) => {
+                    self.rbuf.extend_from_slice(&self.chunk[..n]);
+                    total += n;
+                    if total >= READ_BUDGET {
+                        break Ok(true);
+                    }
+                }
+                Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Poll::Ready(Err(e)) => break Err(format!("read failed: {e}")),
+                Poll::Pending => break Ok(false),
+            }
+        };
+        if total > 0 {
+            let c = &self.shared.counters;
+            c.inc(&c.readable_events);
+            c.bytes_in.fetch_add(total as u64, Relaxed);
+        }
+        result
+    }
+
+    fn eof_reason(&self) -> String {
+        match &self.fatal {
+            Some(e) => format!("server closed the connection: {e}"),
+            None => "server closed the connection".to_owned(),
+        }
+    }
+
+    fn drain(&mut self) -> Result<(), crate::proto::ProtocolViolation> {
+        if self.rbuf.is_empty() {
+            return Ok(());
+        }
+        let mut h = Completer {
+            shared: &self.shared,
+            wakes: &mut self.wakes,
+            fatal: &mut self.fatal,
+            session: &mut self.session,
+            leaked: None,
+        };
+        let done = self.pipeline.drain(&mut self.rbuf, &mut h)?;
+        let leaked = h.leaked.take();
+        if done > 0 {
+            self.shared
+                .counters
+                .in_flight
+                .fetch_sub(done as u64, Relaxed);
+        }
+        if let Some(reason) = leaked {
+            let _ = self.die(reason);
+        }
+        Ok(())
+    }
+
+    /// Moves queued units into the write buffer, up to the in-flight limit, and re-arms the
+    /// coalesced wakeup. Returns whether the connection is closing with nothing left to do.
+    fn pump(&mut self, cx: &mut Context<'_>) -> bool {
+        let shared = &self.shared;
+        let c = &shared.counters;
+        let mut st = lock(&shared.state);
+        st.wake_pending = false;
+        match &st.task_waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => st.task_waker = Some(cx.waker().clone()),
+        }
+        let room = self.max_in_flight.saturating_sub(self.pipeline.len());
+        let mut moved = 0usize;
+        let mut bytes = 0usize;
+        while moved < room && self.wbuf.len() + bytes < WRITE_HIGH_WATER {
+            let Some(q) = st.queue.pop_front() else { break };
+            let start = self.pumped + bytes as u64;
+            bytes += q.len;
+            moved += 1;
+            match q.kind {
+                crate::proto::UnitKind::Prepare => {
+                    c.inc(&c.parses_sent);
+                    c.inc(&c.describes_sent);
+                }
+                crate::proto::UnitKind::Typed => {
+                    c.inc(&c.parses_sent);
+                    c.inc(&c.describes_sent);
+                }
+                crate::proto::UnitKind::Execute(_) => {}
+            }
+            if q.closes {
+                c.inc(&c.closes_sent);
+            }
+            self.pipeline.push(
+                Sent {
+                    token: q.token,
+                    start,
+                },
+                q.kind,
+            );
+        }
+        if bytes > 0 {
+            self.wbuf.extend_from_slice(&st.buf[..bytes]);
+            st.buf.advance(bytes);
+            st.committed -= bytes;
+            self.pumped += bytes as u64;
+        }
+        let idle_closing = matches!(st.status, Status::Closing)
+            && st.queue.is_empty()
+            && self.pipeline.is_empty()
+            && self.wbuf.is_empty();
+        drop(st);
+        if moved > 0 {
+            c.queued.fetch_sub(moved as u64, Relaxed);
+            let now = c.in_flight.fetch_add(moved as u64, Relaxed) + moved as u64;
+            c.in_flight_peak.fetch_max(now, Relaxed);
+            // Room in the mailbox: let waiting submitters retry (after the tick, via the event).
+            shared.space.notify(moved);
+        }
+        idle_closing
+    }
+
+    fn write(&mut self, cx: &mut Context<'_>) -> Result<(), String> {
+        let c = &self.shared.counters;
+        while !self.wbuf.is_empty() {
+            match self.socket.poll_write(cx, &self.wbuf) {
+                Poll::Ready(Ok(0)) => return Err("socket accepted no bytes".into()),
+                Poll::Ready(Ok(n)) => {
+                    c.inc(&c.write_calls);
+                    c.bytes_out.fetch_add(n as u64, Relaxed);
+                    self.wbuf.advance(n);
+                    self.written += n as u64;
+                }
+                Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Poll::Ready(Err(e)) => return Err(format!("write failed: {e}")),
+                Poll::Pending => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// Graceful end: everything accepted has completed; say Terminate and close the socket.
+    fn close(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.terminating {
+            self.terminating = true;
+            postgres_protocol::message::frontend::terminate(&mut self.wbuf);
+        }
+        if self.write(cx).is_err() {
+            return self.finish(Status::Closed);
+        }
+        if !self.wbuf.is_empty() {
+            return Poll::Pending;
+        }
+        match self.socket.poll_close(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(_) => self.finish(Status::Closed),
+        }
+    }
+
+    /// Fails every unit: sent ones as `Indeterminate`, never-sent ones as `NotDispatched`.
+    fn die(&mut self, reason: String) -> Poll<()> {
+        let reason: Arc<str> = reason.into();
+        let c = &self.shared.counters;
+        c.inc(&c.errors_connection);
+        let queued = {
+            let mut st = lock(&self.shared.state);
+            self.shared
+                .set_status(&mut st, Status::Dead(reason.clone()));
+            st.buf.clear();
+            st.committed = 0;
+            // Statements die with their connection; pending prepares are failed below.
+            st.statements.drain().for_each(drop);
+            std::mem::take(&mut st.queue)
+        };
+        c.queued.fetch_sub(queued.len() as u64, Relaxed);
+        c.in_flight.fetch_sub(self.pipeline.len() as u64, Relaxed);
+        let written = self.written;
+        let sent: Vec<Sent> = self.pipeline.take_all().collect();
+        for s in sent {
+            let dispatched = s.start < written;
+            fail(&self.shared, s.token, &reason, dispatched, &mut self.wakes);
+        }
+        for q in queued {
+            fail(&self.shared, q.token, &reason, false, &mut self.wakes);
+        }
+        self.finish(Status::Dead(reason))
+    }
+
+    fn finish(&mut self, status: Status) -> Poll<()> {
+        self.finished = true;
+        self.shared
+            .set_status(&mut lock(&self.shared.state), status);
+        self.shared.space.notify(usize::MAX);
+        Poll::Ready(())
+    }
+}
+
+fn fail(
+    shared: &ConnShared,
+    token: Token,
+    reason: &Arc<str>,
+    dispatched: bool,
+    wakes: &mut DeferredWakes,
+) {
+    let c = &shared.counters;
+    match token {
+        Token::Query(w) => {
+            let err = if dispatched {
+                c.inc(&c.errors_indeterminate);
+                Error::Indeterminate {
+                    reason: reason.clone(),
+                }
+            } else {
+                c.inc(&c.errors_not_dispatched);
+                Error::NotDispatched {
+                    reason: reason.clone(),
+                }
+            };
+            w.unblock(Err(err), wakes);
+        }
+        Token::Prepare(p) => {
+            let err = if dispatched {
+                PrepareError::Indeterminate(reason.clone())
+            } else {
+                PrepareError::NotDispatched(reason.clone())
+            };
+            shared.finish_prepare(&p, Err(err), wakes);
+        }
+    }
+}
+
+impl<S: Socket> Future for ConnTask<S> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        if this.finished {
+            return Poll::Ready(());
+        }
+        let guard = TickGuard::enter();
+        let r = this.tick(cx);
+        drop(guard);
+        // Every lock is released and the tick is over: now the callers may run.
+        this.wakes.wake_all();
+        if r.is_ready() {
+            this.shared.mark_exited();
+        }
+        r
+    }
+}
+
+impl<S> Drop for ConnTask<S> {
+    fn drop(&mut self) {
+        // A runtime that drops the task without finishing it (shutdown) must not leave callers
+        // waiting forever.
+        if !self.finished {
+            let reason: Arc<str> = "connection task was dropped by its runtime".into();
+            let mut st = lock(&self.shared.state);
+            self.shared
+                .set_status(&mut st, Status::Dead(reason.clone()));
+            let queued = std::mem::take(&mut st.queue);
+            drop(st);
+            let written = self.written;
+            let sent: Vec<Sent> = self.pipeline.take_all().collect();
+            for s in sent {
+                fail(
+                    &self.shared,
+                    s.token,
+                    &reason,
+                    s.start < written,
+                    &mut self.wakes,
+                );
+            }
+            for q in queued {
+                fail(&self.shared, q.token, &reason, false, &mut self.wakes);
+            }
+            self.wakes.wake_all();
+            self.shared.space.notify(usize::MAX);
+            self.shared.mark_exited();
+        }
+    }
+}
+
+/// Applies the pipeline's findings to callers and connection state, inside the drain.
+struct Completer<'a> {
+    shared: &'a ConnShared,
+    wakes: &'a mut DeferredWakes,
+    fatal: &'a mut Option<DbError>,
+    session: &'a mut SessionInfo,
+    leaked: Option<String>,
+}
+
+impl Handler<Sent> for Completer<'_> {
+    fn unit_done(&mut self, sent: Sent, outcome: Outcome) {
+        let c = &self.shared.counters;
+        c.inc(&c.units_completed);
+        if matches!(outcome, Outcome::Failed(_)) {
+            c.inc(&c.errors_db);
+        }
+        match sent.token {
+            Token::Query(w) => {
+                let r = match outcome {
+                    Outcome::Rows { rows, affected } => Ok(QueryResult { rows, affected }),
+                    Outcome::Failed(e) => Err(Error::from(e)),
+                    Outcome::Prepared { .. } => {
+                        Err(Error::Protocol("prepare result for a query unit".into()))
+                    }
+                };
+                w.unblock(r, self.wakes);
+            }
+            Token::Prepare(p) => {
+                let r = match outcome {
+                    Outcome::Prepared { params, columns } => Ok((params, columns)),
+                    Outcome::Failed(e) => Err(PrepareError::Db(Arc::new(e))),
+                    Outcome::Rows { .. } => {
+                        Ok((Vec::<Type>::new(), Arc::<[Column]>::from(Vec::new())))
+                    }
+                };
+                self.shared.finish_prepare(&p, r, self.wakes);
+            }
+        }
+    }
+
+    fn ready(&mut self, status: u8) {
+        let c = &self.shared.counters;
+        c.inc(&c.ready_received);
+        // Backstop: a shared connection must be idle between units. A transaction left open
+        // would capture other callers' statements.
+        if status != b'I' && self.leaked.is_none() {
+            self.leaked = Some(format!(
+                "a unit left the shared connection in transaction state {:?}; connection taken out of service",
+                status as char
+            ));
+        }
+    }
+
+    fn parameter_status(&mut self, name: &str, value: &str) {
+        match self.session.parameters.iter_mut().find(|(k, _)| k == name) {
+            Some((_, v)) => *v = value.to_owned(),
+            None => self
+                .session
+                .parameters
+                .push((name.to_owned(), value.to_owned())),
+        }
+    }
+
+    fn fatal(&mut self, error: &DbError) {
+        *self.fatal = Some(error.clone());
+    }
+}

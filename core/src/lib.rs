@@ -1,0 +1,31 @@
+//! pgpipe: a PostgreSQL connection service that pipelines many callers' statements over a few
+//! connections, on any async runtime.
+//!
+//! This crate is runtime-neutral; pick an adapter crate (`pgpipe-smol`, ...) for a ready
+//! [`Client`]. Layers, from the bottom:
+//! - [`proto`]: protocol state with no I/O (encoding, the in-flight FIFO, startup, statement cache);
+//! - [`sched`] and the connection task (`driver`): `block`/`unblock` on wakers with deferred
+//!   wakeups, and the owner loop of each socket;
+//! - [`rt`]: the small surface an adapter implements.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod client;
+pub mod config;
+mod driver;
+pub mod error;
+pub mod proto;
+pub mod row;
+pub mod rt;
+pub mod sched;
+pub mod stats;
+
+pub use client::{Adapter, Client};
+pub use config::Config;
+pub use driver::{ConnTask, QueryResult};
+pub use error::{DbError, Error, ErrorKind};
+pub use row::{Column, Row, RowIndex};
+pub use stats::{ConnStats, Stats};
+
+/// The `postgres-types` crate: `ToSql`, `FromSql`, `Type` and friends.
+pub use postgres_types as types;

@@ -1,0 +1,11 @@
+//! Protocol state: no I/O, no async, time as a parameter. Everything here is deterministic and
+//! tested by feeding byte streams.
+
+pub mod encode;
+pub mod pipeline;
+pub mod startup;
+pub mod statements;
+
+pub use pipeline::{Handler, Outcome, Pipeline, ProtocolViolation, UnitKind};
+pub use startup::{SessionInfo, Startup, Step};
+pub use statements::StatementCache;

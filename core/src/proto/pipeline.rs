@@ -1,0 +1,392 @@
+//! The in-flight FIFO: which unit each backend message belongs to, and when a unit is complete.
+//!
+//! No I/O and no async: [`Pipeline::drain`] consumes whole messages from a byte buffer and
+//! reports each finished unit to a [`Handler`]. The server answers units strictly in order and
+//! ends each with exactly one ReadyForQuery (one Sync per unit), so the head of the FIFO owns
+//! every message until its ReadyForQuery. An ErrorResponse marks only the head unit failed: the
+//! server skips the rest of that unit up to its Sync, and the next unit starts clean.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::{Buf, BytesMut};
+use fallible_iterator::FallibleIterator;
+use postgres_protocol::message::backend::Message;
+use postgres_types::{Kind, Type};
+
+use crate::error::DbError;
+use crate::row::{Column, Row};
+
+/// What a unit expects back, and therefore how its messages are interpreted.
+#[derive(Debug, Clone)]
+pub enum UnitKind {
+    /// Parse + Describe(statement): yields parameter types and result columns.
+    Prepare,
+    /// Bind + Execute of a prepared statement whose result columns are known.
+    Execute(Arc<[Column]>),
+    /// Parse(unnamed) + Bind + Describe(portal) + Execute: columns arrive in the stream.
+    Typed,
+}
+
+/// How a unit ended. Produced once per unit, at its ReadyForQuery.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Rows and the command's affected-row count (0 when the tag carries none).
+    Rows {
+        /// The rows, in server order.
+        rows: Vec<Row>,
+        /// Rows affected (INSERT/UPDATE/DELETE/MERGE/SELECT count from CommandComplete).
+        affected: u64,
+    },
+    /// A prepare finished.
+    Prepared {
+        /// Parameter types, as the server inferred them.
+        params: Vec<Type>,
+        /// Result columns (empty for statements that return no rows).
+        columns: Arc<[Column]>,
+    },
+    /// The server rejected the unit; nothing else on the connection is affected.
+    Failed(DbError),
+}
+
+/// Receives what [`Pipeline::drain`] finds. Called synchronously from inside the drain loop:
+/// implementations must not run waiting tasks (collect their wakers and wake them afterwards).
+pub trait Handler<T> {
+    /// The unit `token` completed at its ReadyForQuery.
+    fn unit_done(&mut self, token: T, outcome: Outcome);
+    /// A ReadyForQuery arrived; `status` is `b'I'` (idle), `b'T'` (in a transaction) or `b'E'`
+    /// (failed transaction).
+    fn ready(&mut self, _status: u8) {}
+    /// The server reported a (changed) session parameter.
+    fn parameter_status(&mut self, _name: &str, _value: &str) {}
+    /// The server is terminating the session (FATAL/PANIC ErrorResponse).
+    fn fatal(&mut self, _error: &DbError) {}
+    /// A NoticeResponse.
+    fn notice(&mut self, _notice: DbError) {}
+    /// A NotificationResponse (LISTEN/NOTIFY).
+    fn notification(&mut self, _pid: i32, _channel: &str, _payload: &str) {}
+}
+
+/// The server sent something the pipeline cannot account for. The connection must be closed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct ProtocolViolation(pub String);
+
+struct InFlight<T> {
+    token: T,
+    kind: UnitKind,
+    rows: Vec<Row>,
+    affected: u64,
+    error: Option<DbError>,
+    params: Vec<Type>,
+    columns: Option<Arc<[Column]>>,
+}
+
+/// The FIFO of units sent and not yet answered by their ReadyForQuery.
+pub struct Pipeline<T> {
+    fifo: VecDeque<InFlight<T>>,
+    ready_seen: u64,
+}
+
+impl<T> Default for Pipeline<T> {
+    fn default() -> Self {
+        Pipeline {
+            fifo: VecDeque::new(),
+            ready_seen: 0,
+        }
+    }
+}
+
+fn no_columns() -> Arc<[Column]> {
+    Arc::from(Vec::new())
+}
+
+impl<T> Pipeline<T> {
+    /// An empty pipeline.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records that a unit's messages were written (in this order) to the server.
+    pub fn push(&mut self, token: T, kind: UnitKind) {
+        let columns = match &kind {
+            UnitKind::Execute(c) => Some(c.clone()),
+            _ => None,
+        };
+        self.fifo.push_back(InFlight {
+            token,
+            kind,
+            rows: Vec::new(),
+            affected: 0,
+            error: None,
+            params: Vec::new(),
+            columns,
+        });
+    }
+
+    /// Units sent and not yet complete.
+    pub fn len(&self) -> usize {
+        self.fifo.len()
+    }
+
+    /// Whether nothing is in flight.
+    pub fn is_empty(&self) -> bool {
+        self.fifo.is_empty()
+    }
+
+    /// ReadyForQuery messages seen so far (equals units completed when the protocol holds).
+    pub fn ready_seen(&self) -> u64 {
+        self.ready_seen
+    }
+
+    /// Removes every in-flight unit (oldest first), for failing them when the connection dies.
+    pub fn take_all(&mut self) -> impl Iterator<Item = T> + '_ {
+        self.fifo.drain(..).map(|u| u.token)
+    }
+
+    /// Consumes every complete message in `buf`, leaving a partial trailing message in place.
+    /// Returns the number of units completed.
+    pub fn drain(
+        &mut self,
+        buf: &mut BytesMut,
+        handler: &mut impl Handler<T>,
+    ) -> Result<usize, ProtocolViolation> {
+        let mut done = 0;
+        loop {
+            if buf.len() < 5 {
+                return Ok(done);
+            }
+            let tag = buf[0];
+            let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+            if len < 4 {
+                return Err(ProtocolViolation(format!(
+                    "message {:?} has length {len}",
+                    tag as char
+                )));
+            }
+            let total = len + 1;
+            if buf.len() < total {
+                // Reserve for the rest so the next read lands in one buffer.
+                buf.reserve(total - buf.len());
+                return Ok(done);
+            }
+            // Most frequent first: rows, then the per-unit bookkeeping messages.
+            match tag {
+                b'D' => {
+                    let head = self.head(tag)?;
+                    let columns = head.columns.clone().ok_or_else(|| {
+                        ProtocolViolation("DataRow before a row description".into())
+                    })?;
+                    let mut body = buf.split_to(total).freeze();
+                    body.advance(5);
+                    if head.error.is_none() {
+                        let row = Row::new(columns, body).ok_or_else(|| {
+                            ProtocolViolation(
+                                "DataRow column count differs from its description".into(),
+                            )
+                        })?;
+                        head.rows.push(row);
+                    }
+                }
+                b'2' | b'1' | b'3' | b'n' | b'I' => {
+                    let head = self.head(tag)?;
+                    if tag == b'n' && matches!(head.kind, UnitKind::Prepare | UnitKind::Typed) {
+                        head.columns = Some(no_columns());
+                    }
+                    buf.advance(total);
+                }
+                b'C' => {
+                    let head = self.head(tag)?;
+                    head.affected = affected_rows(&buf[5..total]);
+                    buf.advance(total);
+                }
+                b'Z' => {
+                    if len != 5 {
+                        return Err(ProtocolViolation("ReadyForQuery of wrong length".into()));
+                    }
+                    let status = buf[5];
+                    buf.advance(total);
+                    let unit = self.fifo.pop_front().ok_or_else(|| {
+                        ProtocolViolation("ReadyForQuery with no unit in flight".into())
+                    })?;
+                    self.ready_seen += 1;
+                    done += 1;
+                    handler.ready(status);
+                    let outcome = match (unit.error, unit.kind) {
+                        (Some(e), _) => Outcome::Failed(e),
+                        (None, UnitKind::Prepare) => Outcome::Prepared {
+                            params: unit.params,
+                            columns: unit.columns.unwrap_or_else(no_columns),
+                        },
+                        (None, _) => Outcome::Rows {
+                            rows: unit.rows,
+                            affected: unit.affected,
+                        },
+                    };
+                    handler.unit_done(unit.token, outcome);
+                }
+                b'E' => {
+                    let err = parse_error_fields(&buf[5..total]);
+                    buf.advance(total);
+                    if err.is_fatal() {
+                        handler.fatal(&err);
+                    }
+                    match self.fifo.front_mut() {
+                        Some(head) => {
+                            head.rows = Vec::new();
+                            if head.error.is_none() {
+                                head.error = Some(err);
+                            }
+                        }
+                        None if err.is_fatal() => {}
+                        None => {
+                            return Err(ProtocolViolation(format!(
+                                "error with no unit in flight: {err}"
+                            )))
+                        }
+                    }
+                }
+                b'N' => {
+                    let notice = parse_error_fields(&buf[5..total]);
+                    buf.advance(total);
+                    handler.notice(notice);
+                }
+                b's' => {
+                    return Err(ProtocolViolation(
+                        "PortalSuspended: partial execution is never requested".into(),
+                    ))
+                }
+                b'G' | b'H' | b'W' => {
+                    return Err(ProtocolViolation(
+                        "COPY is not supported on a pipelined connection".into(),
+                    ))
+                }
+                _ => self.slow_message(buf, handler)?,
+            }
+        }
+    }
+
+    fn head(&mut self, tag: u8) -> Result<&mut InFlight<T>, ProtocolViolation> {
+        self.fifo.front_mut().ok_or_else(|| {
+            ProtocolViolation(format!("message {:?} with no unit in flight", tag as char))
+        })
+    }
+
+    /// Messages that carry structure (descriptions, parameter status, notifications): parsed
+    /// with `postgres-protocol`, off the hot path.
+    fn slow_message(
+        &mut self,
+        buf: &mut BytesMut,
+        handler: &mut impl Handler<T>,
+    ) -> Result<(), ProtocolViolation> {
+        let msg = Message::parse(buf)
+            .map_err(|e| ProtocolViolation(format!("malformed message: {e}")))?
+            .ok_or_else(|| ProtocolViolation("incomplete message after length check".into()))?;
+        let bad = |e: std::io::Error| ProtocolViolation(format!("malformed message: {e}"));
+        match msg {
+            Message::ParameterDescription(body) => {
+                let head = self.head(b't')?;
+                let mut it = body.parameters();
+                while let Some(oid) = it.next().map_err(bad)? {
+                    head.params.push(type_for_oid(oid));
+                }
+            }
+            Message::RowDescription(body) => {
+                let head = self.head(b'T')?;
+                let mut cols = Vec::new();
+                let mut it = body.fields();
+                while let Some(f) = it.next().map_err(bad)? {
+                    cols.push(Column::new(f.name().to_owned(), type_for_oid(f.type_oid())));
+                }
+                head.columns = Some(Arc::from(cols));
+            }
+            Message::ParameterStatus(body) => {
+                handler.parameter_status(body.name().map_err(bad)?, body.value().map_err(bad)?);
+            }
+            Message::NotificationResponse(body) => {
+                handler.notification(
+                    body.process_id(),
+                    body.channel().map_err(bad)?,
+                    body.message().map_err(bad)?,
+                );
+            }
+            other => {
+                return Err(ProtocolViolation(format!(
+                    "unexpected message on a pipelined connection: {}",
+                    message_name(&other)
+                )))
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A `Type` for a server OID. Built-in types map exactly; others (enums, domains, composites)
+/// get a placeholder that only accepts raw access until type lookup exists.
+pub fn type_for_oid(oid: u32) -> Type {
+    Type::from_oid(oid)
+        .unwrap_or_else(|| Type::new(format!("oid_{oid}"), oid, Kind::Simple, String::new()))
+}
+
+/// The affected-row count from a CommandComplete tag: its last word when numeric
+/// (`INSERT 0 5`, `UPDATE 3`, `SELECT 10`), else 0.
+fn affected_rows(body: &[u8]) -> u64 {
+    let tag = body.strip_suffix(&[0]).unwrap_or(body);
+    let last = tag.rsplit(|&b| b == b' ').next().unwrap_or(&[]);
+    let mut n: u64 = 0;
+    if last.is_empty() {
+        return 0;
+    }
+    for &b in last {
+        if !b.is_ascii_digit() {
+            return 0;
+        }
+        n = n.saturating_mul(10).saturating_add(u64::from(b - b'0'));
+    }
+    n
+}
+
+/// Parses ErrorResponse / NoticeResponse fields: `(type byte, C string)*` then a 0 byte.
+pub fn parse_error_fields(mut body: &[u8]) -> DbError {
+    let mut e = DbError::default();
+    let mut localized_severity = None;
+    while let Some((&kind, rest)) = body.split_first() {
+        if kind == 0 {
+            break;
+        }
+        let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+        let value = String::from_utf8_lossy(&rest[..end]).into_owned();
+        body = rest.get(end + 1..).unwrap_or(&[]);
+        match kind {
+            b'V' => e.severity = value,
+            b'S' => localized_severity = Some(value),
+            b'C' => e.code = value,
+            b'M' => e.message = value,
+            b'D' => e.detail = Some(value),
+            b'H' => e.hint = Some(value),
+            b'P' => e.position = value.parse().ok(),
+            b'n' => e.constraint = Some(value),
+            b't' => e.table = Some(value),
+            _ => {}
+        }
+    }
+    if e.severity.is_empty() {
+        e.severity = localized_severity.unwrap_or_default();
+    }
+    e
+}
+
+fn message_name(m: &Message) -> &'static str {
+    match m {
+        Message::BackendKeyData(_) => "BackendKeyData",
+        Message::CopyData(_) => "CopyData",
+        Message::CopyDone => "CopyDone",
+        Message::AuthenticationOk
+        | Message::AuthenticationCleartextPassword
+        | Message::AuthenticationMd5Password(_)
+        | Message::AuthenticationSasl(_)
+        | Message::AuthenticationSaslContinue(_)
+        | Message::AuthenticationSaslFinal(_) => "Authentication",
+        _ => "other",
+    }
+}

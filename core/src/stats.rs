@@ -1,0 +1,122 @@
+//! Counters per connection and their sums. Counters are relaxed atomics written by the
+//! connection's own task (and by callers for caller-side outcomes); reading them never blocks
+//! the driver.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+macro_rules! counters {
+    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+        /// Live counters of one connection.
+        #[derive(Default, Debug)]
+        pub(crate) struct Counters { $(pub(crate) $name: AtomicU64,)* }
+
+        /// A snapshot of one connection's counters (or their sum over connections).
+        #[derive(Default, Debug, Clone, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub struct ConnStats { $($(#[$doc])* pub $name: u64,)* }
+
+        impl Counters {
+            pub(crate) fn snapshot(&self) -> ConnStats {
+                ConnStats { $($name: self.$name.load(Relaxed),)* }
+            }
+        }
+
+        impl ConnStats {
+            fn add(&mut self, o: &ConnStats) {
+                $(self.$name += o.$name;)*
+            }
+        }
+    };
+}
+
+counters! {
+    /// Units that reached their ReadyForQuery (prepares included).
+    units_completed,
+    /// ReadyForQuery messages received. Exactly one per unit: `ready_per_unit` must be 1.
+    ready_received,
+    /// Driver ticks that read at least one byte.
+    readable_events,
+    /// Successful socket write calls.
+    write_calls,
+    /// Bytes read from the server.
+    bytes_in,
+    /// Bytes written to the server.
+    bytes_out,
+    /// Units sent and not yet complete (a gauge).
+    in_flight,
+    /// Highest `in_flight` seen.
+    in_flight_peak,
+    /// Units in the mailbox, not yet sent (a gauge).
+    queued,
+    /// Parse messages sent (statement-cache misses and typed queries).
+    parses_sent,
+    /// Describe messages sent.
+    describes_sent,
+    /// Close messages sent (statement-cache evictions).
+    closes_sent,
+    /// Units the server rejected (ErrorResponse).
+    errors_db,
+    /// Units failed as never sent.
+    errors_not_dispatched,
+    /// Units failed with an unknown outcome.
+    errors_indeterminate,
+    /// Callers whose deadline passed.
+    errors_timeout,
+    /// Connection failures (I/O, protocol violations, server termination).
+    errors_connection,
+    /// Units retried on another connection after `NotDispatched`.
+    retries,
+}
+
+impl Counters {
+    pub(crate) fn inc(&self, c: &AtomicU64) {
+        c.fetch_add(1, Relaxed);
+    }
+}
+/// A snapshot of the service: the sum over connections and each connection.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    /// Counters summed over every pipelined connection.
+    pub total: ConnStats,
+    /// Per pipelined connection, in connection order.
+    pub connections: Vec<ConnStats>,
+}
+
+impl Stats {
+    pub(crate) fn from_connections(connections: Vec<ConnStats>) -> Stats {
+        let mut total = ConnStats::default();
+        for c in &connections {
+            total.add(c);
+        }
+        // The peak of the sum is not the sum of peaks; report the largest single connection's.
+        total.in_flight_peak = connections
+            .iter()
+            .map(|c| c.in_flight_peak)
+            .max()
+            .unwrap_or(0);
+        Stats { total, connections }
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+impl ConnStats {
+    /// Units completed per tick that read data: 1.0 means no batching; higher means pipelines fill.
+    pub fn units_per_readable(&self) -> f64 {
+        ratio(self.units_completed, self.readable_events)
+    }
+    /// Write calls per unit (the flush ratio): well under 1 under load.
+    pub fn writes_per_unit(&self) -> f64 {
+        ratio(self.write_calls, self.units_completed)
+    }
+    /// ReadyForQuery per unit: exactly 1.0 when the one-Sync-per-unit invariant holds.
+    pub fn ready_per_unit(&self) -> f64 {
+        ratio(self.ready_received, self.units_completed)
+    }
+}
