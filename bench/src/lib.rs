@@ -1,1 +1,224 @@
-//! bench
+//! Support code for pgpipe's benchmarks.
+//!
+//! - [`backend`]: a small encoder of PostgreSQL *backend* (server → client) messages, for
+//!   building realistic response streams that `pgpipe::proto::Pipeline::drain` can consume
+//!   without a server.
+//! - [`alloc`]: a counting global allocator, so a benchmark binary can report allocations per
+//!   operation next to time per operation.
+//!
+//! # Why this crate contains `unsafe`
+//!
+//! [`alloc::CountingAlloc`] implements [`std::alloc::GlobalAlloc`], which is an `unsafe` trait:
+//! implementing it at all requires `unsafe impl` and `unsafe fn`. The implementation only bumps
+//! an atomic counter and delegates every call unchanged to [`std::alloc::System`], so it upholds
+//! exactly the guarantees `System` does. That module is the only place `unsafe` is allowed; the
+//! rest of the crate is checked by `#![deny(unsafe_code)]`.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod backend {
+    //! Encoders for the backend messages a pipelined Execute unit receives.
+    //!
+    //! Every function appends one complete message (1-byte tag, 4-byte big-endian length that
+    //! counts itself but not the tag, then the body) to `buf`, as the server would send it.
+
+    use std::sync::Arc;
+
+    use bytes::{BufMut, Bytes, BytesMut};
+    use pgpipe::types::Type;
+    use pgpipe::Column;
+
+    /// Appends a message with the given tag and body.
+    pub fn message(buf: &mut BytesMut, tag: u8, body: &[u8]) {
+        let len = u32::try_from(body.len() + 4).expect("message body too long");
+        buf.reserve(1 + 4 + body.len());
+        buf.put_u8(tag);
+        buf.put_u32(len);
+        buf.put_slice(body);
+    }
+
+    /// Appends BindComplete (`'2'`, empty body).
+    pub fn bind_complete(buf: &mut BytesMut) {
+        message(buf, b'2', &[]);
+    }
+
+    /// Appends DataRow (`'D'`): a 16-bit column count, then per column a 32-bit length and the
+    /// value bytes, or length -1 for `None` (SQL NULL). Values are sent as-is, so pass them in
+    /// the binary format pgpipe requests (e.g. `&42i64.to_be_bytes()` for an `int8`).
+    pub fn data_row(buf: &mut BytesMut, values: &[Option<&[u8]>]) {
+        let start = buf.len();
+        buf.put_u8(b'D');
+        buf.put_u32(0); // patched below
+        buf.put_slice(&data_row_body(values));
+        let len = u32::try_from(buf.len() - start - 1).expect("DataRow too long");
+        buf[start + 1..start + 5].copy_from_slice(&len.to_be_bytes());
+    }
+
+    /// The body of a DataRow (what follows its tag and length, starting at the 2-byte column
+    /// count): the form `pgpipe::Row::new` takes.
+    pub fn data_row_body(values: &[Option<&[u8]>]) -> Bytes {
+        let count = u16::try_from(values.len()).expect("too many columns");
+        let mut body = BytesMut::new();
+        body.put_u16(count);
+        for v in values {
+            match v {
+                Some(bytes) => {
+                    body.put_i32(i32::try_from(bytes.len()).expect("value too long"));
+                    body.put_slice(bytes);
+                }
+                None => body.put_i32(-1),
+            }
+        }
+        body.freeze()
+    }
+
+    /// Appends CommandComplete (`'C'`) with a command tag such as `"SELECT 1"` (NUL-terminated
+    /// on the wire).
+    pub fn command_complete(buf: &mut BytesMut, tag: &str) {
+        let mut body = Vec::with_capacity(tag.len() + 1);
+        body.extend_from_slice(tag.as_bytes());
+        body.push(0);
+        message(buf, b'C', &body);
+    }
+
+    /// Appends ReadyForQuery (`'Z'`) with a transaction status: `b'I'` idle, `b'T'` in a
+    /// transaction, `b'E'` in a failed transaction.
+    pub fn ready_for_query(buf: &mut BytesMut, status: u8) {
+        message(buf, b'Z', &[status]);
+    }
+
+    /// The result columns of `SELECT $1::int8 * 2, $2::text`, named as PostgreSQL names them.
+    pub fn select_int8_text_columns() -> Arc<[Column]> {
+        Arc::from(vec![
+            Column::new("?column?".to_owned(), Type::INT8),
+            Column::new("text".to_owned(), Type::TEXT),
+        ])
+    }
+
+    /// The server's answer to one Execute unit of `SELECT $1::int8 * 2, $2::text` returning
+    /// `(int8, text)`: BindComplete, one DataRow, CommandComplete `SELECT 1`, ReadyForQuery
+    /// (idle).
+    pub fn select_unit_response(buf: &mut BytesMut, int8: i64, text: &str) {
+        bind_complete(buf);
+        data_row(buf, &[Some(&int8.to_be_bytes()), Some(text.as_bytes())]);
+        command_complete(buf, "SELECT 1");
+        ready_for_query(buf, b'I');
+    }
+}
+
+#[allow(unsafe_code)]
+pub mod alloc {
+    //! A global allocator that counts allocations.
+    //!
+    //! Install it in a benchmark binary:
+    //!
+    //! ```ignore
+    //! #[global_allocator]
+    //! static ALLOC: pgpipe_bench::alloc::CountingAlloc = pgpipe_bench::alloc::CountingAlloc;
+    //! ```
+    //!
+    //! The counter is process-wide (every thread), so measure with no other threads allocating.
+    //! Without the `#[global_allocator]` line the counter stays at 0.
+
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+    /// Delegates to [`System`] and counts every call that can hand out a new block: `alloc`,
+    /// `alloc_zeroed` and `realloc` (a growing `Vec` shows up as its reallocations).
+    /// Deallocations are not counted.
+    pub struct CountingAlloc;
+
+    // SAFETY: every method forwards its arguments unchanged to `System`, which implements
+    // `GlobalAlloc` correctly; the only addition is a relaxed atomic increment, which neither
+    // allocates nor touches the memory being managed.
+    unsafe impl GlobalAlloc for CountingAlloc {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+            // SAFETY: the caller's contract for `alloc` is passed through to `System`.
+            unsafe { System.alloc(layout) }
+        }
+
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+            // SAFETY: the caller's contract for `alloc_zeroed` is passed through to `System`.
+            unsafe { System.alloc_zeroed(layout) }
+        }
+
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+            // SAFETY: `ptr` was allocated by this allocator, i.e. by `System`; the caller's
+            // contract for `realloc` is passed through unchanged.
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: `ptr` was allocated by this allocator, i.e. by `System`.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+
+    /// Allocations counted since the process started.
+    pub fn allocations() -> u64 {
+        ALLOCATIONS.load(Ordering::Relaxed)
+    }
+
+    /// Runs `f` and returns how many allocations it made, with its result.
+    pub fn count<R>(f: impl FnOnce() -> R) -> (u64, R) {
+        let before = allocations();
+        let r = f();
+        (allocations() - before, r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::BytesMut;
+    use pgpipe::proto::{Handler, Outcome, Pipeline, UnitKind};
+
+    use super::backend;
+
+    struct Collect(Vec<(u32, i64, String, u64)>);
+
+    impl Handler<u32> for Collect {
+        fn unit_done(&mut self, token: u32, outcome: Outcome) {
+            match outcome {
+                Outcome::Rows { rows, affected } => {
+                    assert_eq!(rows.len(), 1);
+                    let n: i64 = rows[0].get(0);
+                    let s: &str = rows[0].get(1);
+                    self.0.push((token, n, s.to_owned(), affected));
+                }
+                other => panic!("unexpected outcome {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn pipeline_accepts_encoded_stream() {
+        let columns = backend::select_int8_text_columns();
+        let mut buf = BytesMut::new();
+        let mut pipeline = Pipeline::new();
+        for i in 0..3u32 {
+            backend::select_unit_response(&mut buf, i64::from(i) * 2, "hi");
+            pipeline.push(i, UnitKind::Execute(columns.clone()));
+        }
+        let mut h = Collect(vec![]);
+        assert_eq!(pipeline.drain(&mut buf, &mut h).unwrap(), 3);
+        assert!(buf.is_empty() && pipeline.is_empty());
+        let want: Vec<_> = (0..3u32)
+            .map(|i| (i, i64::from(i) * 2, "hi".to_owned(), 1))
+            .collect();
+        assert_eq!(h.0, want);
+    }
+
+    #[test]
+    fn data_row_body_decodes_with_null() {
+        let columns = backend::select_int8_text_columns();
+        let body = backend::data_row_body(&[Some(&7i64.to_be_bytes()), None]);
+        let row = pgpipe::Row::new(columns, body).unwrap();
+        assert_eq!(row.get::<_, i64>(0), 7);
+        assert_eq!(row.get::<_, Option<&str>>(1), None);
+    }
+}

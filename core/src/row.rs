@@ -51,7 +51,7 @@ impl Row {
         if usize::from(count) != columns.len() {
             return None;
         }
-        let _ = bytes::Buf::advance(&mut body, 2);
+        bytes::Buf::advance(&mut body, 2);
         Some(Row {
             columns,
             values: body,

@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 
 use bytes::BytesMut;
@@ -182,64 +182,66 @@ impl ConnShared {
     /// Returns the prepared statement for `sql`, preparing it (once, shared by concurrent
     /// callers) if this connection has not seen it yet.
     pub(crate) async fn statement(&self, sql: &str) -> Result<Arc<Statement>, Error> {
-        loop {
-            let prepare = {
-                let mut st = lock(&self.state);
-                status_check(&st.status)?;
-                match st.statements.get(sql) {
-                    Some(CacheEntry::Ready(s)) => return Ok(s.clone()),
-                    Some(CacheEntry::Preparing(p)) => p.clone(),
-                    None => {
-                        // A new text: prepare it. Space is not awaited here: a prepare is rare,
-                        // and letting it through keeps a full mailbox from delaying first use.
-                        st.next_statement += 1;
-                        let name = format!("pgpipe_{}", st.next_statement);
-                        let p = Arc::new(Prepare {
-                            sql: sql.into(),
-                            name,
-                            waiter: SharedWaiter::default(),
-                        });
-                        let evicted =
-                            st.statements
-                                .insert(sql, CacheEntry::Preparing(p.clone()), |e| {
-                                    matches!(e, CacheEntry::Ready(_))
-                                });
-                        let evict_name = match &evicted {
-                            Some((_, CacheEntry::Ready(s))) => {
-                                s.live.store(false, Relaxed);
-                                Some(s.name.as_str())
-                            }
-                            _ => None,
-                        };
-                        let start = st.committed;
-                        st.buf.truncate(start);
-                        if let Err(e) = encode::prepare(&p.name, sql, evict_name, &mut st.buf) {
-                            st.statements.remove(sql);
-                            return Err(e);
-                        }
-                        let closes = evict_name.is_some();
-                        let waker = self.push_locked(
-                            &mut st,
-                            start,
-                            Token::Prepare(p.clone()),
-                            UnitKind::Prepare,
-                            closes,
-                        );
-                        drop(st);
-                        if let Some(w) = waker {
-                            w.wake();
-                        }
-                        p
-                    }
-                }
-            };
-            match futures_lite::future::poll_fn(|cx| prepare.waiter.poll_block(cx)).await {
-                Ok(s) => return Ok(s),
-                // Another caller's prepare on this text failed for a connection reason; the
-                // caller decides whether to retry elsewhere.
-                Err(e) => return Err(e.into_error()),
+        let (prepare, waker) = {
+            let mut st = lock(&self.state);
+            status_check(&st.status)?;
+            match st.statements.get(sql) {
+                Some(CacheEntry::Ready(s)) => return Ok(s.clone()),
+                Some(CacheEntry::Preparing(p)) => (p.clone(), None),
+                // A new text. Mailbox space is not awaited: prepares are rare, and letting them
+                // through keeps a full mailbox from delaying a text's first use.
+                None => self.start_prepare(&mut st, sql)?,
             }
+        };
+        if let Some(w) = waker {
+            w.wake();
         }
+        // Shared by every concurrent caller of this text on this connection (single flight).
+        futures_lite::future::poll_fn(|cx| prepare.waiter.poll_block(cx))
+            .await
+            .map_err(PrepareError::into_error)
+    }
+
+    /// Registers a prepare of `sql` in the cache and queues its unit, closing the least
+    /// recently used statement in the same unit when the cache is full.
+    fn start_prepare(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        sql: &str,
+    ) -> Result<(Arc<Prepare>, Option<Waker>), Error> {
+        st.next_statement += 1;
+        let p = Arc::new(Prepare {
+            sql: sql.into(),
+            name: format!("pgpipe_{}", st.next_statement),
+            waiter: SharedWaiter::default(),
+        });
+        let evicted = st
+            .statements
+            .insert(sql, CacheEntry::Preparing(p.clone()), |e| {
+                matches!(e, CacheEntry::Ready(_))
+            });
+        let evict_name = match &evicted {
+            Some((_, CacheEntry::Ready(s))) => {
+                s.live.store(false, Relaxed);
+                Some(s.name.as_str())
+            }
+            _ => None,
+        };
+        let start = st.committed;
+        st.buf.truncate(start);
+        if let Err(e) = encode::prepare(&p.name, sql, evict_name, &mut st.buf) {
+            st.statements.remove(sql);
+            return Err(e);
+        }
+        let closes = evict_name.is_some();
+        let waker = self.push_locked(
+            st,
+            start,
+            Token::Prepare(p.clone()),
+            UnitKind::Prepare,
+            closes,
+        );
+        Ok((p, waker))
     }
 
     /// Encodes an execute unit for `stmt` into the mailbox, waiting for room if it is full.
