@@ -13,8 +13,11 @@ use postgres_types::{ToSql, Type};
 
 use crate::driver::shared::{ConnShared, QueryResult, QueryWaiter};
 use crate::driver::ConnTask;
+use crate::exclusive::{reset_ok, Checkout, Held, Pinned};
+use crate::guard::Guard;
 use crate::proto::{encode, SessionInfo, Startup, Step};
 use crate::rt::{Runtime, Socket, Spawn};
+use crate::session::{Session, Transaction};
 use crate::stats::Stats;
 use crate::{Config, Error, Row};
 
@@ -42,6 +45,8 @@ struct Inner<R> {
     config: Config,
     conns: Vec<Arc<ConnShared>>,
     cursor: AtomicUsize,
+    pinned: Arc<Pinned>,
+    guard: Guard,
 }
 
 impl<R> Drop for Inner<R> {
@@ -49,6 +54,7 @@ impl<R> Drop for Inner<R> {
         for c in &self.conns {
             c.begin_close();
         }
+        self.pinned.close();
     }
 }
 
@@ -58,7 +64,7 @@ impl<R: Adapter> Client<R> {
         config.validate()?;
         let mut conns = Vec::with_capacity(config.pipeline_size);
         for _ in 0..config.pipeline_size {
-            match open(&rt, &config).await {
+            match open(&rt, &config, false).await {
                 Ok((shared, task)) => {
                     rt.spawn(task);
                     conns.push(shared);
@@ -71,14 +77,66 @@ impl<R: Adapter> Client<R> {
                 }
             }
         }
+        let pinned = Arc::new(Pinned::new(config.pinned_size));
+        let guard = Guard::new(config.guard);
         Ok(Client {
             inner: Arc::new(Inner {
                 rt,
                 config,
                 conns,
                 cursor: AtomicUsize::new(0),
+                pinned,
+                guard,
             }),
         })
+    }
+
+    /// Checks out an exclusive connection for session state (SET, LISTEN, temp tables,
+    /// session advisory locks). Waits while all `pinned_size` are held.
+    pub async fn session(&self) -> Result<Session<R>, Error> {
+        let held = self.checkout().await?;
+        Ok(Session::new(self.clone(), held))
+    }
+
+    /// Checks out an exclusive connection and starts a transaction on it.
+    pub async fn transaction(&self) -> Result<Transaction<R>, Error> {
+        let held = self.checkout().await?;
+        Transaction::begin(self.clone(), held).await
+    }
+
+    async fn checkout(&self) -> Result<Held, Error> {
+        let me = futures_lite::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
+        let pinned = &self.inner.pinned;
+        loop {
+            let conn = match pinned.acquire(&me).await? {
+                Checkout::Idle(conn, reset) => {
+                    if conn.is_open() && reset_ok(reset).await {
+                        conn
+                    } else {
+                        // The previous holder's session could not be reset: replace it.
+                        conn.begin_close();
+                        pinned.forfeit();
+                        continue;
+                    }
+                }
+                Checkout::Open => match open(&self.inner.rt, &self.inner.config, true).await {
+                    Ok((shared, task)) => {
+                        self.inner.rt.spawn(task);
+                        shared
+                    }
+                    Err(e) => {
+                        pinned.forfeit();
+                        return Err(e);
+                    }
+                },
+            };
+            let id = pinned.hold(conn.clone(), me.clone());
+            return Ok(Held {
+                conn,
+                pinned: pinned.clone(),
+                id,
+            });
+        }
     }
 }
 
@@ -99,11 +157,7 @@ impl<R: Runtime> Client<R> {
 
     /// Runs a statement that must return exactly one row.
     pub async fn query_one(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row, Error> {
-        let mut rows = self.run(sql, params).await?.rows;
-        if rows.len() != 1 {
-            return Err(Error::RowCount(rows.len()));
-        }
-        rows.pop().ok_or(Error::RowCount(0))
+        exactly_one(self.run(sql, params).await?.rows)
     }
 
     /// Runs a statement that returns at most one row.
@@ -112,11 +166,7 @@ impl<R: Runtime> Client<R> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<Row>, Error> {
-        let mut rows = self.run(sql, params).await?.rows;
-        if rows.len() > 1 {
-            return Err(Error::RowCount(rows.len()));
-        }
-        Ok(rows.pop())
+        at_most_one(self.run(sql, params).await?.rows)
     }
 
     /// Runs a statement with caller-supplied parameter types: one round trip, no statement cache
@@ -171,7 +221,8 @@ impl<R: Runtime> Client<R> {
         for c in &self.inner.conns {
             c.begin_close();
         }
-        for c in &self.inner.conns {
+        let idle = self.inner.pinned.close();
+        for c in self.inner.conns.iter().chain(&idle) {
             while !c.has_exited() {
                 let l = c.exited.listen();
                 if c.has_exited() {
@@ -182,15 +233,54 @@ impl<R: Runtime> Client<R> {
         }
     }
 
-    fn deadline(&self) -> Option<Instant> {
+    pub(crate) fn deadline(&self) -> Option<Instant> {
         self.inner
             .config
             .query_timeout
             .map(|d| self.inner.rt.now() + d)
     }
 
+    /// Checks a shared-path statement before anything is sent: input limits, then the guard.
+    fn admit(&self, sql: &str, n_params: usize) -> Result<(), Error> {
+        encode::check_input(sql, n_params)?;
+        self.inner.guard.check(sql).map_err(Error::Refused)
+    }
+
+    pub(crate) async fn typed_on(
+        &self,
+        conn: &ConnShared,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+        deadline: Option<Instant>,
+    ) -> Result<QueryResult, Error> {
+        let w = with_deadline(&self.inner.rt, deadline, conn.submit_typed(sql, params)).await?;
+        self.wait_for(deadline, &w).await
+    }
+
+    pub(crate) async fn wait_for(
+        &self,
+        deadline: Option<Instant>,
+        w: &QueryWaiter,
+    ) -> Result<QueryResult, Error> {
+        wait(&self.inner.rt, deadline, w).await
+    }
+
+    /// Fails all work at once, shared and exclusive: sent units as `Indeterminate`, queued ones
+    /// as `NotDispatched` (not retried), then closes every connection.
+    pub fn abort(&self) {
+        for c in &self.inner.conns {
+            c.abort();
+        }
+        self.inner.pinned.abort();
+    }
+
+    /// Exclusive connections open and held: `(open, held)`.
+    pub fn pinned_counts(&self) -> (usize, usize) {
+        self.inner.pinned.counts()
+    }
+
     async fn run(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<QueryResult, Error> {
-        encode::check_input(sql, params.len())?;
+        self.admit(sql, params.len())?;
         let deadline = self.deadline();
         let mut attempts = 0;
         loop {
@@ -229,7 +319,7 @@ impl<R: Runtime> Client<R> {
         }
     }
 
-    async fn run_on(
+    pub(crate) async fn run_on(
         &self,
         conn: &ConnShared,
         sql: &str,
@@ -293,6 +383,20 @@ impl<R: Runtime> Client<R> {
     }
 }
 
+pub(crate) fn exactly_one(mut rows: Vec<Row>) -> Result<Row, Error> {
+    if rows.len() != 1 {
+        return Err(Error::RowCount(rows.len()));
+    }
+    rows.pop().ok_or(Error::RowCount(0))
+}
+
+pub(crate) fn at_most_one(mut rows: Vec<Row>) -> Result<Option<Row>, Error> {
+    if rows.len() > 1 {
+        return Err(Error::RowCount(rows.len()));
+    }
+    Ok(rows.pop())
+}
+
 /// `block` with an optional deadline from the runtime's clock.
 async fn wait<R: Runtime>(
     rt: &R,
@@ -335,6 +439,7 @@ async fn with_deadline<R: Runtime, T>(
 async fn open<R: Adapter>(
     rt: &R,
     cfg: &Config,
+    exclusive: bool,
 ) -> Result<(Arc<ConnShared>, ConnTask<R::Socket>), Error> {
     let deadline = rt.now() + cfg.connect_timeout;
     let r = with_deadline(rt, Some(deadline), async {
@@ -352,7 +457,14 @@ async fn open<R: Adapter>(
                     check_session(&info)?;
                     let shared =
                         Arc::new(ConnShared::new(cfg.mailbox_size, cfg.statement_cache_size));
-                    let task = ConnTask::new(shared.clone(), sock, cfg.max_in_flight, info, rbuf);
+                    let task = ConnTask::new(
+                        shared.clone(),
+                        sock,
+                        cfg.max_in_flight,
+                        info,
+                        rbuf,
+                        exclusive,
+                    );
                     return Ok((shared, task));
                 }
             }

@@ -36,6 +36,10 @@ pub struct Config {
     pub query_timeout: Option<Duration>,
     /// Retry units that were never sent on another live connection (`retry_not_dispatched`, default true).
     pub retry_not_dispatched: bool,
+    /// Exclusive connections for sessions and transactions, opened on first use (`pinned_size`, default 2).
+    pub pinned_size: usize,
+    /// How strict the session-neutrality guard of the shared path is (`guard`: `default` or `strict`).
+    pub guard: crate::guard::Mode,
 }
 
 impl Default for Config {
@@ -54,6 +58,8 @@ impl Default for Config {
             connect_timeout: Duration::from_secs(10),
             query_timeout: None,
             retry_not_dispatched: true,
+            pinned_size: 2,
+            guard: crate::guard::Mode::Default,
         }
     }
 }
@@ -141,6 +147,14 @@ impl Config {
                     _ => return Err(bad(&format!("{key}={value:?} is not a boolean"))),
                 }
             }
+            "pinned_size" => self.pinned_size = num(key, value)?,
+            "guard" => {
+                self.guard = match value {
+                    "default" => crate::guard::Mode::Default,
+                    "strict" => crate::guard::Mode::Strict,
+                    _ => return Err(bad(&format!("guard={value:?}: expected default or strict"))),
+                }
+            }
             "application_name" => self.application_name = Some(value.to_owned()),
             "user" => self.user = value.to_owned(),
             "password" => self.password = Some(value.to_owned()),
@@ -167,6 +181,9 @@ impl Config {
         }
         if self.max_in_flight == 0 || self.mailbox_size == 0 {
             return Err(bad("max_in_flight and mailbox_size must be at least 1"));
+        }
+        if self.pinned_size == 0 {
+            return Err(bad("pinned_size must be at least 1"));
         }
         if self.statement_cache_size == 0 {
             return Err(bad("statement_cache_size must be at least 1"));

@@ -26,6 +26,22 @@ pub enum Error {
         /// Why the connection died.
         reason: Arc<str>,
     },
+    /// COMMIT was sent but the connection failed before its answer: the transaction may or may
+    /// not have committed.
+    #[error("commit outcome unknown: {reason} (the transaction may or may not have committed)")]
+    IndeterminateCommit {
+        /// Why the connection died.
+        reason: Arc<str>,
+    },
+    /// COMMIT found the transaction already failed; the server rolled it back.
+    #[error("the transaction was rolled back because an earlier statement in it failed")]
+    RolledBack,
+    /// The session-neutrality guard refused the statement on the shared path.
+    #[error("{0}")]
+    Refused(crate::guard::Refusal),
+    /// Checking out an exclusive connection would wait for one held by the calling task itself.
+    #[error("recursive checkout: this task already holds an exclusive connection and every one is in use, so it would wait for itself forever")]
+    RecursiveCheckout,
     /// The caller's deadline passed. The unit stays in its pipeline and is drained and discarded.
     #[error("timed out waiting for the result (the statement may still run)")]
     Timeout,
@@ -108,7 +124,9 @@ impl Error {
         match self {
             Error::Db(_) => ErrorKind::Db,
             Error::NotDispatched { .. } => ErrorKind::NotDispatched,
-            Error::Indeterminate { .. } => ErrorKind::Indeterminate,
+            Error::Indeterminate { .. } | Error::IndeterminateCommit { .. } => {
+                ErrorKind::Indeterminate
+            }
             Error::Timeout => ErrorKind::Timeout,
             Error::Io(_) | Error::Protocol(_) | Error::NoConnection { .. } => ErrorKind::Connection,
             _ => ErrorKind::Other,

@@ -14,17 +14,21 @@ mod client;
 pub mod config;
 mod driver;
 pub mod error;
+mod exclusive;
+pub mod guard;
 pub mod proto;
 pub mod row;
 pub mod rt;
 pub mod sched;
+mod session;
 pub mod stats;
 
 pub use client::{Adapter, Client};
 pub use config::Config;
-pub use driver::{ConnTask, QueryResult};
+pub use driver::{ConnTask, Notification, QueryResult};
 pub use error::{DbError, Error, ErrorKind};
 pub use row::{Column, Row, RowIndex};
+pub use session::{Savepoint, Session, Transaction};
 pub use stats::{ConnStats, Stats};
 
 /// The `postgres-types` crate: `ToSql`, `FromSql`, `Type` and friends.

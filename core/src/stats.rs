@@ -48,6 +48,8 @@ counters! {
     in_flight_peak,
     /// Units in the mailbox, not yet sent (a gauge).
     queued,
+    /// Highest `queued` seen.
+    queued_peak,
     /// Parse messages sent (statement-cache misses and typed queries).
     parses_sent,
     /// Describe messages sent.

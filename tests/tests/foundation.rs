@@ -421,7 +421,7 @@ fn statement_cache_prepares_once_and_closes_on_eviction() {
         // A failed prepare is not cached: each attempt prepares again.
         let before = db.stats().total.parses_sent;
         for _ in 0..2 {
-            let e = db.query("SELEC broken", &[]).await.unwrap_err();
+            let e = db.query("SELECT 1 +", &[]).await.unwrap_err();
             assert_eq!(e.code(), Some("42601"));
         }
         assert_eq!(db.stats().total.parses_sent, before + 2);
@@ -483,14 +483,28 @@ fn close_drains_in_flight_work_then_refuses() {
 }
 
 #[test]
-fn an_open_transaction_on_a_shared_connection_takes_it_out_of_service() {
+fn a_session_change_on_a_shared_connection_takes_it_out_of_service() {
+    // The guard is not a security boundary: a user function can still change session state.
+    // The backstop sees the ParameterStatus it causes and retires the connection.
+    psql(
+        "CREATE OR REPLACE FUNCTION sneaky_app_name() RETURNS int LANGUAGE sql AS \
+         $$ SELECT set_config('application_name', 'sneaky', false); SELECT 1 $$;",
+    );
     run(60, async {
         let db = client(|c| c.pipeline_size = 2).await;
-        // Without the guard this reaches the server; the ReadyForQuery backstop catches it.
-        let _ = db.execute("BEGIN", &[]).await;
-        assert_eq!(db.live_connections(), 1);
-        let r = db.query_one("SELECT 5::int4", &[]).await.unwrap();
-        assert_eq!(r.get::<_, i32>(0), 5);
+        let _ = db.query("SELECT sneaky_app_name()", &[]).await;
+        assert_eq!(
+            db.live_connections(),
+            1,
+            "the changed connection left service"
+        );
+        for _ in 0..20 {
+            let r = db
+                .query_one("SELECT current_setting('application_name')", &[])
+                .await
+                .unwrap();
+            assert_eq!(r.get::<_, String>(0), "pgpipe");
+        }
         db.close().await;
     });
 }

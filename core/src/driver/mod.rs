@@ -3,5 +3,5 @@
 pub(crate) mod shared;
 pub(crate) mod task;
 
-pub use shared::QueryResult;
+pub use shared::{Notification, QueryResult};
 pub use task::ConnTask;

@@ -5,8 +5,8 @@
 //! per-query buffer). The task moves whole units from the mailbox into its write buffer.
 
 use std::collections::VecDeque;
-use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicU8};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 
@@ -27,6 +27,8 @@ pub struct QueryResult {
     pub rows: Vec<Row>,
     /// Rows affected according to the command tag.
     pub affected: u64,
+    /// The command tag's first word.
+    pub verb: crate::proto::pipeline::Verb,
 }
 
 pub(crate) type QueryWaiter = Waiter<Result<QueryResult, Error>>;
@@ -103,7 +105,29 @@ pub(crate) struct State {
     pub(crate) status: Status,
 }
 
-/// One pipelined connection as callers see it.
+/// A NOTIFY delivered to a session that LISTENs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notification {
+    /// Process id of the notifying backend.
+    pub process_id: i32,
+    /// Channel name.
+    pub channel: String,
+    /// Payload (empty when none was given).
+    pub payload: String,
+}
+
+/// Notifications not yet taken by the session; bounded, the oldest dropped first.
+#[derive(Default)]
+pub(crate) struct Notifications {
+    pub(crate) items: VecDeque<Notification>,
+    pub(crate) waker: Option<Waker>,
+    pub(crate) dropped: u64,
+}
+
+/// Notifications kept per session before the oldest is dropped.
+pub(crate) const NOTIFICATION_BACKLOG: usize = 10_000;
+
+/// One connection as callers see it.
 pub(crate) struct ConnShared {
     pub(crate) state: Mutex<State>,
     pub(crate) counters: Counters,
@@ -114,6 +138,11 @@ pub(crate) struct ConnShared {
     pub(crate) exited_flag: AtomicBool,
     /// Mirrors `status == Open` so routing never takes the lock.
     open_flag: AtomicBool,
+    /// Set by `abort()`: the task fails everything at its next tick.
+    pub(crate) abort_flag: AtomicBool,
+    /// Transaction status from the last ReadyForQuery (`b'I'`, `b'T'`, `b'E'`).
+    pub(crate) tx_status: AtomicU8,
+    pub(crate) notifications: Mutex<Notifications>,
     pub(crate) mailbox_size: usize,
 }
 
@@ -135,6 +164,9 @@ impl ConnShared {
             exited: Event::new(),
             exited_flag: AtomicBool::new(false),
             open_flag: AtomicBool::new(true),
+            abort_flag: AtomicBool::new(false),
+            tx_status: AtomicU8::new(b'I'),
+            notifications: Mutex::new(Notifications::default()),
             mailbox_size,
         }
     }
@@ -176,6 +208,56 @@ impl ConnShared {
         self.space.notify(usize::MAX);
         if let Some(w) = waker {
             w.wake();
+        }
+    }
+
+    /// Fails everything at once: the task fails sent units as `Indeterminate` and queued ones as
+    /// `NotDispatched` at its next tick, then closes the socket.
+    pub(crate) fn abort(&self) {
+        self.abort_flag.store(true, Release);
+        let waker = {
+            let mut st = lock(&self.state);
+            if matches!(st.status, Status::Open | Status::Closing) {
+                self.set_status(&mut st, Status::Closing);
+            }
+            st.task_waker.take()
+        };
+        self.space.notify(usize::MAX);
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// Queues a simple-protocol unit without waiting (exclusive connections: resets and
+    /// `batch_execute`, where one holder cannot overrun the mailbox by much).
+    pub(crate) fn submit_simple_now(&self, sql: &str) -> Result<Arc<QueryWaiter>, Error> {
+        let mut st = lock(&self.state);
+        status_check(&st.status)?;
+        let start = st.committed;
+        st.buf.truncate(start);
+        encode::simple(sql, &mut st.buf)?;
+        let waiter = Arc::new(QueryWaiter::new());
+        let waker = self.push_locked(
+            &mut st,
+            start,
+            Token::Query(waiter.clone()),
+            UnitKind::Simple,
+            false,
+        );
+        drop(st);
+        if let Some(w) = waker {
+            w.wake();
+        }
+        Ok(waiter)
+    }
+
+    /// Forgets every cached statement (after `DISCARD ALL` deallocated them on the server).
+    pub(crate) fn clear_statements(&self) {
+        let mut st = lock(&self.state);
+        for e in st.statements.drain() {
+            if let CacheEntry::Ready(s) = e {
+                s.live.store(false, Relaxed);
+            }
         }
     }
 
@@ -336,7 +418,8 @@ impl ConnShared {
             kind,
             closes,
         });
-        self.counters.queued.fetch_add(1, Relaxed);
+        let q = self.counters.queued.fetch_add(1, Relaxed) + 1;
+        self.counters.queued_peak.fetch_max(q, Relaxed);
         if st.wake_pending {
             None
         } else {

@@ -15,7 +15,9 @@ use std::task::{Context, Poll};
 use bytes::{Buf, BytesMut};
 use postgres_types::Type;
 
-use crate::driver::shared::{ConnShared, PrepareError, QueryResult, Status, Token};
+use crate::driver::shared::{
+    ConnShared, Notification, PrepareError, QueryResult, Status, Token, NOTIFICATION_BACKLOG,
+};
 use crate::proto::{Handler, Outcome, Pipeline, SessionInfo};
 use crate::row::Column;
 use crate::rt::Socket;
@@ -51,6 +53,8 @@ pub struct ConnTask<S> {
     max_in_flight: usize,
     session: SessionInfo,
     fatal: Option<DbError>,
+    /// Exclusive (session/transaction) connections may sit in a transaction between units.
+    exclusive: bool,
     terminating: bool,
     finished: bool,
 }
@@ -62,6 +66,7 @@ impl<S: Socket> ConnTask<S> {
         max_in_flight: usize,
         session: SessionInfo,
         rbuf: BytesMut,
+        exclusive: bool,
     ) -> Self {
         ConnTask {
             shared,
@@ -76,6 +81,7 @@ impl<S: Socket> ConnTask<S> {
             max_in_flight,
             session,
             fatal: None,
+            exclusive,
             terminating: false,
             finished: false,
         }
@@ -83,6 +89,10 @@ impl<S: Socket> ConnTask<S> {
 
     /// One tick. Returns `Ready` when the task is finished.
     fn tick(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.shared.abort_flag.load(Relaxed) {
+            let _ = self.socket.poll_close(cx);
+            return self.die("aborted by the client".into());
+        }
         let more = match self.read(cx) {
             Ok(more) => more,
             Err(reason) => return self.die(reason),
@@ -149,6 +159,7 @@ impl<S: Socket> ConnTask<S> {
             wakes: &mut self.wakes,
             fatal: &mut self.fatal,
             session: &mut self.session,
+            exclusive: self.exclusive,
             leaked: None,
         };
         let done = self.pipeline.drain(&mut self.rbuf, &mut h)?;
@@ -193,7 +204,7 @@ impl<S: Socket> ConnTask<S> {
                     c.inc(&c.parses_sent);
                     c.inc(&c.describes_sent);
                 }
-                crate::proto::UnitKind::Execute(_) => {}
+                crate::proto::UnitKind::Execute(_) | crate::proto::UnitKind::Simple => {}
             }
             if q.closes {
                 c.inc(&c.closes_sent);
@@ -394,6 +405,7 @@ struct Completer<'a> {
     wakes: &'a mut DeferredWakes,
     fatal: &'a mut Option<DbError>,
     session: &'a mut SessionInfo,
+    exclusive: bool,
     leaked: Option<String>,
 }
 
@@ -407,7 +419,15 @@ impl Handler<Sent> for Completer<'_> {
         match sent.token {
             Token::Query(w) => {
                 let r = match outcome {
-                    Outcome::Rows { rows, affected } => Ok(QueryResult { rows, affected }),
+                    Outcome::Rows {
+                        rows,
+                        affected,
+                        verb,
+                    } => Ok(QueryResult {
+                        rows,
+                        affected,
+                        verb,
+                    }),
                     Outcome::Failed(e) => Err(Error::from(e)),
                     Outcome::Prepared { .. } => {
                         Err(Error::Protocol("prepare result for a query unit".into()))
@@ -431,6 +451,10 @@ impl Handler<Sent> for Completer<'_> {
     fn ready(&mut self, status: u8) {
         let c = &self.shared.counters;
         c.inc(&c.ready_received);
+        self.shared.tx_status.store(status, Relaxed);
+        if self.exclusive {
+            return;
+        }
         // Backstop: a shared connection must be idle between units. A transaction left open
         // would capture other callers' statements.
         if status != b'I' && self.leaked.is_none() {
@@ -442,16 +466,44 @@ impl Handler<Sent> for Completer<'_> {
     }
 
     fn parameter_status(&mut self, name: &str, value: &str) {
-        match self.session.parameters.iter_mut().find(|(k, _)| k == name) {
-            Some((_, v)) => *v = value.to_owned(),
-            None => self
-                .session
-                .parameters
-                .push((name.to_owned(), value.to_owned())),
+        let changed = match self.session.parameters.iter_mut().find(|(k, _)| k == name) {
+            Some((_, v)) if v == value => false,
+            Some((_, v)) => {
+                *v = value.to_owned();
+                true
+            }
+            None => {
+                self.session
+                    .parameters
+                    .push((name.to_owned(), value.to_owned()));
+                true
+            }
+        };
+        // Backstop: on a shared connection nothing may change session parameters.
+        if changed && !self.exclusive && self.leaked.is_none() {
+            self.leaked = Some(format!(
+                "session parameter {name} changed on a shared connection; connection taken out of service"
+            ));
         }
     }
 
     fn fatal(&mut self, error: &DbError) {
         *self.fatal = Some(error.clone());
+    }
+
+    fn notification(&mut self, pid: i32, channel: &str, payload: &str) {
+        let mut q = lock(&self.shared.notifications);
+        if q.items.len() >= NOTIFICATION_BACKLOG {
+            q.items.pop_front();
+            q.dropped += 1;
+        }
+        q.items.push_back(Notification {
+            process_id: pid,
+            channel: channel.to_owned(),
+            payload: payload.to_owned(),
+        });
+        if let Some(w) = q.waker.take() {
+            self.wakes.push(w);
+        }
     }
 }

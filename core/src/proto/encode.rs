@@ -106,6 +106,18 @@ pub fn typed(
     r
 }
 
+/// Simple-protocol unit: `Query(sql)`. The server runs every statement in the text and ends with
+/// one ReadyForQuery; results come back in text format. Used on exclusive connections only
+/// (`batch_execute`, resets), never on the shared path.
+pub fn simple(sql: &str, buf: &mut BytesMut) -> Result<(), Error> {
+    check_input(sql, 0)?;
+    let start = buf.len();
+    frontend::query(sql, buf).map_err(|e| {
+        buf.truncate(start);
+        io_err(e)
+    })
+}
+
 fn bind_execute(
     statement: &str,
     types: &[Type],

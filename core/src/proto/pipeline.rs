@@ -26,6 +26,9 @@ pub enum UnitKind {
     Execute(Arc<[Column]>),
     /// Parse(unnamed) + Bind + Describe(portal) + Execute: columns arrive in the stream.
     Typed,
+    /// A simple-protocol Query (possibly several statements): text-format rows are skipped;
+    /// the outcome is the last command's affected-row count, or the first error.
+    Simple,
 }
 
 /// How a unit ended. Produced once per unit, at its ReadyForQuery.
@@ -37,6 +40,8 @@ pub enum Outcome {
         rows: Vec<Row>,
         /// Rows affected (INSERT/UPDATE/DELETE/MERGE/SELECT count from CommandComplete).
         affected: u64,
+        /// The command tag's first word (of the last command, for a simple query).
+        verb: Verb,
     },
     /// A prepare finished.
     Prepared {
@@ -47,6 +52,36 @@ pub enum Outcome {
     },
     /// The server rejected the unit; nothing else on the connection is affected.
     Failed(DbError),
+}
+
+/// The first word of a CommandComplete tag (`SELECT`, `INSERT`, `COMMIT`, `ROLLBACK`, ...),
+/// kept inline so completing a unit allocates nothing for it.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub struct Verb {
+    bytes: [u8; 15],
+    len: u8,
+}
+
+impl Verb {
+    fn from_tag(tag: &[u8]) -> Verb {
+        let word = tag.split(|&b| b == b' ' || b == 0).next().unwrap_or(&[]);
+        let mut v = Verb::default();
+        let n = word.len().min(v.bytes.len());
+        v.bytes[..n].copy_from_slice(&word[..n]);
+        v.len = n as u8;
+        v
+    }
+
+    /// The verb as text (empty when the unit had no CommandComplete).
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or("")
+    }
+}
+
+impl std::fmt::Debug for Verb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Receives what [`Pipeline::drain`] finds. Called synchronously from inside the drain loop:
@@ -77,6 +112,7 @@ struct InFlight<T> {
     kind: UnitKind,
     rows: Vec<Row>,
     affected: u64,
+    verb: Verb,
     error: Option<DbError>,
     params: Vec<Type>,
     columns: Option<Arc<[Column]>>,
@@ -118,6 +154,7 @@ impl<T> Pipeline<T> {
             kind,
             rows: Vec::new(),
             affected: 0,
+            verb: Verb::default(),
             error: None,
             params: Vec::new(),
             columns,
@@ -170,6 +207,13 @@ impl<T> Pipeline<T> {
                 buf.reserve(total - buf.len());
                 return Ok(done);
             }
+            if matches!(tag, b'D' | b'T')
+                && matches!(self.fifo.front().map(|u| &u.kind), Some(UnitKind::Simple))
+            {
+                // Simple-protocol rows are text-format and unused: skip without parsing.
+                buf.advance(total);
+                continue;
+            }
             // Most frequent first: rows, then the per-unit bookkeeping messages.
             match tag {
                 b'D' => {
@@ -198,6 +242,7 @@ impl<T> Pipeline<T> {
                 b'C' => {
                     let head = self.head(tag)?;
                     head.affected = affected_rows(&buf[5..total]);
+                    head.verb = Verb::from_tag(&buf[5..total]);
                     buf.advance(total);
                 }
                 b'Z' => {
@@ -221,6 +266,7 @@ impl<T> Pipeline<T> {
                         (None, _) => Outcome::Rows {
                             rows: unit.rows,
                             affected: unit.affected,
+                            verb: unit.verb,
                         },
                     };
                     handler.unit_done(unit.token, outcome);
@@ -510,7 +556,7 @@ mod tests {
     impl Handler<usize> for Record {
         fn unit_done(&mut self, token: usize, outcome: Outcome) {
             let line = match outcome {
-                Outcome::Rows { rows, affected } => {
+                Outcome::Rows { rows, affected, .. } => {
                     let vals: Vec<String> = rows
                         .iter()
                         .map(|r| {

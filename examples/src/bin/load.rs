@@ -2,8 +2,11 @@
 //! throughput and the fill ratios that say whether pipelining is doing its work.
 //!
 //! ```text
-//! cargo run --release -p pgpipe-examples --bin load -- [--tasks N] [--seconds S] [--pipeline-size P]
+//! cargo run --release -p pgpipe-examples --bin load -- [--tasks N] [--seconds S] [--pipeline-size P] [--burst N]
 //! ```
+//! `--burst N` then submits N queries at once (N tasks spawned together) and reports the
+//! process's peak resident memory: the mailbox bound makes callers wait instead of growing
+//! queues.
 //! With `DATABASE_URL` (a `postgres://` URL) it uses that server; otherwise it starts a
 //! throwaway PostgreSQL cluster and removes it afterwards.
 
@@ -18,6 +21,7 @@ struct Args {
     tasks: usize,
     seconds: u64,
     pipeline_size: usize,
+    burst: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -25,6 +29,7 @@ fn parse_args() -> Result<Args, String> {
         tasks: 1000,
         seconds: 10,
         pipeline_size: 4,
+        burst: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -37,8 +42,11 @@ fn parse_args() -> Result<Args, String> {
             "--tasks" => a.tasks = val("--tasks")?,
             "--seconds" => a.seconds = val("--seconds")? as u64,
             "--pipeline-size" => a.pipeline_size = val("--pipeline-size")?,
+            "--burst" => a.burst = val("--burst")?,
             "-h" | "--help" => {
-                return Err("usage: load [--tasks N] [--seconds S] [--pipeline-size P]".into())
+                return Err(
+                    "usage: load [--tasks N] [--seconds S] [--pipeline-size P] [--burst N]".into(),
+                )
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -163,6 +171,57 @@ async fn run(args: &Args, url: &str) -> Result<(), pgpipe::Error> {
     println!("ready_per_unit      {:>10.3}", t.ready_per_unit());
     println!("in_flight_peak      {:>10}", t.in_flight_peak);
     println!("connections         {:>10}", after.connections.len());
+    if args.burst > 0 {
+        burst(&db, args.burst).await?;
+    }
     db.close().await;
     Ok(())
+}
+
+/// Submits `n` queries at once and reports time and peak resident memory.
+async fn burst(db: &pgpipe_smol::Client, n: usize) -> Result<(), pgpipe::Error> {
+    let rss_before = peak_rss_kib();
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let db = db.clone();
+            let aid = (i % ACCOUNTS as usize) as i32 + 1;
+            smol::spawn(async move {
+                db.query_one(
+                    "SELECT abalance FROM pgpipe_accounts WHERE aid = $1",
+                    &[&aid],
+                )
+                .await
+                .map(|r| r.get::<_, i32>(0) == aid % 1000)
+            })
+        })
+        .collect();
+    let mut ok = 0usize;
+    for t in tasks {
+        if t.await? {
+            ok += 1;
+        }
+    }
+    let s = db.stats().total;
+    println!(
+        "burst               {n} queries submitted at once: {ok} correct in {:.2} s; peak RSS {} KiB (before the burst {} KiB); queued_peak {} per connection",
+        started.elapsed().as_secs_f64(),
+        peak_rss_kib(),
+        rss_before,
+        s.queued_peak
+    );
+    Ok(())
+}
+
+/// The process's peak resident set (VmHWM), in KiB; 0 where /proc is unavailable.
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
 }

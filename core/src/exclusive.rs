@@ -1,0 +1,188 @@
+//! Exclusive connections: sessions and transactions.
+//!
+//! Statements that change session state (SET, LISTEN, temp tables, session advisory locks,
+//! transactions) must not share a connection. A small pool of `pinned_size` connections, opened
+//! lazily, serves them one holder at a time. On release every connection gets `ROLLBACK` and
+//! `DISCARD ALL` (pipelined, not awaited by the releasing caller); the next holder's statements
+//! queue behind that reset, and a connection whose reset failed is replaced.
+
+use std::sync::{Arc, Mutex};
+use std::task::Waker;
+
+use event_listener::Event;
+
+use crate::driver::shared::{ConnShared, QueryWaiter};
+use crate::sched::lock;
+use crate::Error;
+
+/// The pool of exclusive connections.
+pub(crate) struct Pinned {
+    max: usize,
+    state: Mutex<PinnedState>,
+    available: Event,
+}
+
+struct Idle {
+    conn: Arc<ConnShared>,
+    /// The release's ROLLBACK and DISCARD ALL; both must succeed before reuse.
+    reset: [Option<Arc<QueryWaiter>>; 2],
+}
+
+#[derive(Default)]
+struct PinnedState {
+    idle: Vec<Idle>,
+    /// Connections open or being opened, idle or held.
+    open: usize,
+    /// Current holders: id, the connection, and the waker of the task that checked it out
+    /// (to recognize a checkout by a task that already holds one).
+    holders: Vec<(u64, Arc<ConnShared>, Waker)>,
+    next_id: u64,
+    closing: bool,
+}
+
+pub(crate) enum Checkout {
+    /// Use this connection (its reset, if any, must be awaited first).
+    Idle(Arc<ConnShared>, [Option<Arc<QueryWaiter>>; 2]),
+    /// Open a new connection (a slot is reserved).
+    Open,
+}
+
+impl Pinned {
+    pub(crate) fn new(max: usize) -> Pinned {
+        Pinned {
+            max,
+            state: Mutex::new(PinnedState::default()),
+            available: Event::new(),
+        }
+    }
+
+    /// Takes an idle connection or a slot to open one, waiting while all are held. Refuses a
+    /// checkout that would wait for a connection held by the calling task itself.
+    pub(crate) async fn acquire(&self, me: &Waker) -> Result<Checkout, Error> {
+        loop {
+            let listener = {
+                let mut st = lock(&self.state);
+                if st.closing {
+                    return Err(Error::Closed);
+                }
+                if let Some(idle) = st.idle.pop() {
+                    return Ok(Checkout::Idle(idle.conn, idle.reset));
+                }
+                if st.open < self.max {
+                    st.open += 1;
+                    return Ok(Checkout::Open);
+                }
+                if st.holders.iter().any(|(_, _, w)| w.will_wake(me)) {
+                    return Err(Error::RecursiveCheckout);
+                }
+                self.available.listen()
+            };
+            listener.await;
+        }
+    }
+
+    /// Gives back a reserved slot whose connection could not be used.
+    pub(crate) fn forfeit(&self) {
+        lock(&self.state).open -= 1;
+        self.available.notify(1);
+    }
+
+    /// Records a holder; returns its id for [`Pinned::release`].
+    pub(crate) fn hold(&self, conn: Arc<ConnShared>, me: Waker) -> u64 {
+        let mut st = lock(&self.state);
+        st.next_id += 1;
+        let id = st.next_id;
+        st.holders.push((id, conn, me));
+        id
+    }
+
+    /// Returns a held connection: queue its reset and put it back, or close it if it is dead
+    /// or the service is closing.
+    pub(crate) fn release(&self, id: u64, conn: &Arc<ConnShared>) {
+        let mut st = lock(&self.state);
+        st.holders.retain(|(h, _, _)| *h != id);
+        let reset = if conn.is_open() && !st.closing {
+            // ROLLBACK is harmless outside a transaction (a warning); DISCARD ALL must be its
+            // own unit because it refuses to run inside a transaction block.
+            let rollback = conn.submit_simple_now("ROLLBACK").ok();
+            let discard = conn.submit_simple_now("DISCARD ALL").ok();
+            conn.clear_statements();
+            rollback.zip(discard)
+        } else {
+            None
+        };
+        match reset {
+            Some((a, b)) => st.idle.push(Idle {
+                conn: conn.clone(),
+                reset: [Some(a), Some(b)],
+            }),
+            None => {
+                conn.begin_close();
+                st.open -= 1;
+            }
+        }
+        drop(st);
+        self.available.notify(1);
+    }
+
+    /// Stops handing out connections and closes the idle ones. Returns every connection that
+    /// was open, for waiting on (held ones close when released).
+    pub(crate) fn close(&self) -> Vec<Arc<ConnShared>> {
+        let mut st = lock(&self.state);
+        st.closing = true;
+        let idle: Vec<_> = st.idle.drain(..).map(|i| i.conn).collect();
+        st.open -= idle.len();
+        drop(st);
+        for c in &idle {
+            c.begin_close();
+        }
+        self.available.notify(usize::MAX);
+        idle
+    }
+
+    /// Fails all work on every exclusive connection, idle or held.
+    pub(crate) fn abort(&self) {
+        let mut st = lock(&self.state);
+        st.closing = true;
+        let mut all: Vec<_> = st.idle.drain(..).map(|i| i.conn).collect();
+        st.open -= all.len();
+        all.extend(st.holders.iter().map(|(_, c, _)| c.clone()));
+        drop(st);
+        for c in &all {
+            c.abort();
+        }
+        self.available.notify(usize::MAX);
+    }
+
+    /// Connections open (idle or held) and held.
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        let st = lock(&self.state);
+        (st.open, st.holders.len())
+    }
+}
+
+/// Waits for a reset unit; any failure means the connection must be replaced.
+pub(crate) async fn reset_ok(reset: [Option<Arc<QueryWaiter>>; 2]) -> bool {
+    for w in reset.into_iter().flatten() {
+        if futures_lite::future::poll_fn(|cx| w.poll_block(cx))
+            .await
+            .is_err()
+        {
+            return false;
+        }
+    }
+    true
+}
+
+/// A checked-out exclusive connection; returned to the pool (reset) when dropped.
+pub(crate) struct Held {
+    pub(crate) conn: Arc<ConnShared>,
+    pub(crate) pinned: Arc<Pinned>,
+    pub(crate) id: u64,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.pinned.release(self.id, &self.conn);
+    }
+}
