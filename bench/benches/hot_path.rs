@@ -75,7 +75,7 @@ impl Handler<u32> for CountingHandler {
     fn unit_done(&mut self, token: u32, outcome: Outcome) {
         self.done += 1;
         match outcome {
-            Outcome::Rows { rows, affected } => {
+            Outcome::Rows { rows, affected, .. } => {
                 self.checksum = self
                     .checksum
                     .wrapping_add(u64::from(token) + rows.len() as u64 + affected);

@@ -184,7 +184,7 @@ mod tests {
     impl Handler<u32> for Collect {
         fn unit_done(&mut self, token: u32, outcome: Outcome) {
             match outcome {
-                Outcome::Rows { rows, affected } => {
+                Outcome::Rows { rows, affected, .. } => {
                     assert_eq!(rows.len(), 1);
                     let n: i64 = rows[0].get(0);
                     let s: &str = rows[0].get(1);

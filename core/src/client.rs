@@ -1,30 +1,28 @@
 //! The connection service callers use: `pipeline_size` pipelined connections behind one handle.
 
 use std::future::Future;
-use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
 
-use bytes::BytesMut;
-use postgres_protocol::message::backend::Message;
 use postgres_types::{ToSql, Type};
 
 use crate::driver::shared::{ConnShared, QueryResult, QueryWaiter};
 use crate::driver::ConnTask;
 use crate::exclusive::{reset_ok, Checkout, Held, Pinned};
 use crate::guard::Guard;
-use crate::proto::{encode, SessionInfo, Startup, Step};
-use crate::rt::{Runtime, Socket, Spawn};
+use crate::proto::encode;
+use crate::rt::{Runtime, Spawn};
+use crate::sched::Waiter;
 use crate::session::{Session, Transaction};
 use crate::stats::Stats;
 use crate::{Config, Error, Row};
 
 /// A runtime that can run pgpipe: a [`Runtime`] that can spawn the connection task.
 /// Implemented automatically; adapters only implement `Runtime` and `Spawn`.
-pub trait Adapter: Runtime + Spawn<ConnTask<<Self as Runtime>::Socket>> {}
-impl<R> Adapter for R where R: Runtime + Spawn<ConnTask<<R as Runtime>::Socket>> {}
+pub trait Adapter: Runtime + Spawn<ConnTask<Self>> {}
+impl<R> Adapter for R where R: Runtime + Spawn<ConnTask<R>> {}
 
 /// A handle to the connection service. Cheap to clone; every clone shares the connections.
 /// When the last clone is dropped the connections drain their work and close.
@@ -43,6 +41,8 @@ impl<R: Runtime> Clone for Client<R> {
 struct Inner<R> {
     rt: R,
     config: Config,
+    /// The same settings, shared with the connection tasks.
+    cfg: Arc<Config>,
     conns: Vec<Arc<ConnShared>>,
     cursor: AtomicUsize,
     pinned: Arc<Pinned>,
@@ -62,20 +62,24 @@ impl<R: Adapter> Client<R> {
     /// Opens `config.pipeline_size` connections on runtime `rt` and starts their tasks.
     pub async fn connect(rt: R, config: Config) -> Result<Client<R>, Error> {
         config.validate()?;
-        let mut conns = Vec::with_capacity(config.pipeline_size);
-        for _ in 0..config.pipeline_size {
-            match open(&rt, &config, false).await {
-                Ok((shared, task)) => {
-                    rt.spawn(task);
-                    conns.push(shared);
-                }
-                Err(e) => {
-                    for c in &conns {
-                        c.begin_close();
-                    }
-                    return Err(e);
-                }
+        let cfg = Arc::new(config.clone());
+        // All connections open concurrently; the first failure is reported.
+        let opening: Vec<_> = (0..config.pipeline_size)
+            .map(|_| spawn_connection(&rt, &cfg, false))
+            .collect();
+        let mut conns = Vec::with_capacity(opening.len());
+        let mut failure = None;
+        for (shared, opened) in opening {
+            if let Err(e) = futures_lite::future::poll_fn(|cx| opened.poll_block(cx)).await {
+                failure.get_or_insert(e);
             }
+            conns.push(shared);
+        }
+        if let Some(e) = failure {
+            for c in &conns {
+                c.begin_close();
+            }
+            return Err(e);
         }
         let pinned = Arc::new(Pinned::new(config.pinned_size));
         let guard = Guard::new(config.guard);
@@ -83,6 +87,7 @@ impl<R: Adapter> Client<R> {
             inner: Arc::new(Inner {
                 rt,
                 config,
+                cfg,
                 conns,
                 cursor: AtomicUsize::new(0),
                 pinned,
@@ -119,16 +124,15 @@ impl<R: Adapter> Client<R> {
                         continue;
                     }
                 }
-                Checkout::Open => match open(&self.inner.rt, &self.inner.config, true).await {
-                    Ok((shared, task)) => {
-                        self.inner.rt.spawn(task);
-                        shared
-                    }
-                    Err(e) => {
+                Checkout::Open => {
+                    let (shared, opened) = spawn_connection(&self.inner.rt, &self.inner.cfg, true);
+                    if let Err(e) = futures_lite::future::poll_fn(|cx| opened.poll_block(cx)).await
+                    {
                         pinned.forfeit();
                         return Err(e);
                     }
-                },
+                    shared
+                }
             };
             let id = pinned.hold(conn.clone(), me.clone());
             return Ok(Held {
@@ -435,81 +439,20 @@ async fn with_deadline<R: Runtime, T>(
     }
 }
 
-/// Connects and authenticates one connection, returning its shared state and its task.
-async fn open<R: Adapter>(
+/// Starts a connection task; the returned waiter reports when it is serving (or why not).
+fn spawn_connection<R: Adapter>(
     rt: &R,
-    cfg: &Config,
+    cfg: &Arc<Config>,
     exclusive: bool,
-) -> Result<(Arc<ConnShared>, ConnTask<R::Socket>), Error> {
-    let deadline = rt.now() + cfg.connect_timeout;
-    let r = with_deadline(rt, Some(deadline), async {
-        let mut sock = rt.connect(&cfg.host, cfg.port).await?;
-        let mut out = BytesMut::with_capacity(1024);
-        let mut rbuf = BytesMut::with_capacity(8 * 1024);
-        let mut startup = Startup::begin(cfg, &mut out)?;
-        let mut chunk = vec![0u8; 8 * 1024];
-        loop {
-            write_all(&mut sock, &mut out).await?;
-            while let Some(msg) = Message::parse(&mut rbuf)
-                .map_err(|e| Error::Protocol(format!("during startup: {e}")))?
-            {
-                if let Step::Done(info) = startup.handle(msg, &mut out)? {
-                    check_session(&info)?;
-                    let shared =
-                        Arc::new(ConnShared::new(cfg.mailbox_size, cfg.statement_cache_size));
-                    let task = ConnTask::new(
-                        shared.clone(),
-                        sock,
-                        cfg.max_in_flight,
-                        info,
-                        rbuf,
-                        exclusive,
-                    );
-                    return Ok((shared, task));
-                }
-            }
-            write_all(&mut sock, &mut out).await?;
-            let n = futures_lite::future::poll_fn(|cx| sock.poll_read(cx, &mut chunk)).await?;
-            if n == 0 {
-                return Err(Error::Io(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "server closed the connection during startup",
-                )));
-            }
-            rbuf.extend_from_slice(&chunk[..n]);
-        }
-    })
-    .await;
-    match r {
-        Err(Error::Timeout) => Err(Error::Io(io::Error::new(
-            io::ErrorKind::TimedOut,
-            format!(
-                "connecting to {}:{} timed out after {:?}",
-                cfg.host, cfg.port, cfg.connect_timeout
-            ),
-        ))),
-        r => r,
-    }
-}
-
-/// The shared path's guard relies on standard string literals; refuse a server without them.
-fn check_session(info: &SessionInfo) -> Result<(), Error> {
-    match info.parameter("standard_conforming_strings") {
-        Some("on") => Ok(()),
-        other => Err(Error::UnsupportedServer(format!(
-            "standard_conforming_strings is {:?}; the shared path requires it to be on",
-            other.unwrap_or("unreported")
-        ))),
-    }
-}
-
-async fn write_all<S: Socket>(sock: &mut S, buf: &mut BytesMut) -> Result<(), Error> {
-    while !buf.is_empty() {
-        let n = futures_lite::future::poll_fn(|cx| sock.poll_write(cx, buf)).await?;
-        if n == 0 {
-            return Err(Error::Io(io::ErrorKind::WriteZero.into()));
-        }
-        let _ = buf.split_to(n);
-    }
-    Ok(())
+) -> (Arc<ConnShared>, Arc<Waiter<Result<(), Error>>>) {
+    let shared = Arc::new(ConnShared::new(cfg.mailbox_size, cfg.statement_cache_size));
+    let opened = Arc::new(Waiter::new());
+    rt.spawn(ConnTask::new(
+        rt.clone(),
+        cfg.clone(),
+        shared.clone(),
+        exclusive,
+        opened.clone(),
+    ));
+    (shared, opened)
 }

@@ -124,6 +124,11 @@ fn shorten(s: &str, max: usize) -> String {
 /// Default number of verdicts a [`Guard`] remembers.
 pub const DEFAULT_CACHE_CAPACITY: usize = 2048;
 
+/// Longer texts are checked every time rather than cached. The cache bounds entries, not bytes:
+/// without this, 2,048 unique multi-megabyte statements (inline bulk INSERTs) would all be kept.
+/// Checking costs about as much per byte as hashing, so a long text gains little from the cache.
+pub const MAX_CACHED_LEN: usize = 16 * 1024;
+
 /// Checks statements for the shared path and remembers its verdicts.
 ///
 /// `Send + Sync`; [`Guard::check`] takes `&self` (the verdict cache sits behind a mutex that is
@@ -156,7 +161,8 @@ impl Guard {
         Guard::with_cache_capacity(mode, DEFAULT_CACHE_CAPACITY)
     }
 
-    /// A guard remembering at most `capacity` verdicts (0 disables the cache).
+    /// A guard remembering at most `capacity` verdicts (0 disables the cache). Texts longer than
+    /// [`MAX_CACHED_LEN`] are never cached.
     pub fn with_cache_capacity(mode: Mode, capacity: usize) -> Guard {
         Guard {
             mode,
@@ -232,7 +238,7 @@ impl Cache {
 
     fn insert(&mut self, sql: &str, verdict: Option<Reason>) {
         // Another thread may have inserted the same text while we were analysing it.
-        if self.cap == 0 || self.map.contains_key(sql) {
+        if self.cap == 0 || sql.len() > MAX_CACHED_LEN || self.map.contains_key(sql) {
             return;
         }
         while self.map.len() >= self.cap {
@@ -321,8 +327,7 @@ const LONGEST_FORBIDDEN: usize = 27;
 /// PostgreSQL, so every byte of a non-ASCII character counts.
 #[inline]
 fn is_ident(b: u8) -> bool {
-    // `|`, not `||`: branch-free, so chunked scans can vectorize it.
-    b.is_ascii_alphanumeric() | (b == b'_') | (b == b'$') | (b >= 0x80)
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
 }
 
 /// Bytes that may start a word (keyword or identifier), and a dollar-quote tag (`$1` is a
@@ -425,8 +430,9 @@ struct Seen {
 /// a masked multibyte character becomes a space, so the result is valid UTF-8. The body of a
 /// quoted identifier that is a plain identifier (`"set_config"`) stays visible (only its quotes
 /// are masked), because it names the same function as the unquoted word. Unterminated constructs
-/// mask to the end. Returns the input unchanged (borrowed) when [`needs_masking`] is false, and
-/// allocates at most one `String` otherwise.
+/// mask to the end. Returns the input borrowed when [`needs_masking`] is false (or when nothing
+/// turned out to need masking, as in `$a` without a closing `$`), and allocates at most one
+/// `String` otherwise.
 pub fn mask(sql: &str) -> Cow<'_, str> {
     if !needs_masking(sql) {
         return Cow::Borrowed(sql);
@@ -554,10 +560,14 @@ impl<'a> Masker<'a> {
     }
 
     /// A quoted identifier opening at `b[i] == '"'`; returns the index after it.
+    ///
+    /// A `U&` prefix is masked with the quotes: left visible, `INTO U&"pg_temp".t` would read as
+    /// INTO followed by the word `U` rather than `pg_temp`.
     fn quoted_ident(&mut self, i: usize) -> usize {
         let b = self.src.as_bytes();
         let u_amp = is_u_amp(b, i);
         self.seen.u_amp |= u_amp;
+        let open = if u_amp { i - 2 } else { i };
         let mut j = i + 1;
         let close = loop {
             match b.get(j) {
@@ -570,14 +580,14 @@ impl<'a> Masker<'a> {
         match close {
             Some(close) if is_plain_ident(&b[i + 1..close]) => {
                 // Same name as the bare word, so it stays visible: `"set_config"(` is a call.
-                self.blank(i, i + 1);
+                self.blank(open, i + 1);
                 self.blank(close, close + 1);
                 close + 1
             }
             _ => {
                 self.seen.u_ident_escaped |= u_amp;
                 let end = close.map_or(b.len(), |c| c + 1);
-                self.blank(i, end);
+                self.blank(open, end);
                 end
             }
         }
@@ -985,6 +995,17 @@ mod tests {
         assert!(!cache.map.contains_key("select 1"));
         assert!(cache.map.contains_key("select 4"));
         assert_eq!(cache.ring.len(), 4);
+    }
+
+    #[test]
+    fn long_texts_are_not_cached() {
+        let g = Guard::new(Mode::Default);
+        let long = format!("SELECT 1 {}", " ".repeat(MAX_CACHED_LEN));
+        assert!(g.check(&long).is_ok());
+        assert_eq!(g.cached_len(), 0);
+        let limit = format!("SELECT 1{}", " ".repeat(MAX_CACHED_LEN - 8));
+        assert!(g.check(&limit).is_ok());
+        assert_eq!(g.cached_len(), 1);
     }
 
     #[test]

@@ -29,15 +29,18 @@ pub trait Socket: Unpin + 'static {
 }
 
 /// Connect, clock and timer of one async runtime.
-pub trait Runtime: Clone + 'static {
+pub trait Runtime: Clone + Unpin + 'static {
     /// The runtime's TCP stream.
     type Socket: Socket;
     /// A timer future that completes at a deadline (its output is ignored).
     type Sleep: Future + Unpin;
+    /// The future of [`Runtime::connect`]. Named (usually a boxed future) because the connection
+    /// task stores it to reconnect by itself; Send-ness follows the runtime.
+    type Connect: Future<Output = io::Result<Self::Socket>> + Unpin;
 
     /// Opens a TCP connection to `host:port` with TCP_NODELAY set (pipelined writes are already
     /// batched by the driver; Nagle would only add latency).
-    fn connect(&self, host: &str, port: u16) -> impl Future<Output = io::Result<Self::Socket>>;
+    fn connect(&self, host: &str, port: u16) -> Self::Connect;
     /// The runtime's notion of now (a runtime with a virtual clock returns virtual time).
     fn now(&self) -> Instant;
     /// A timer firing at `deadline`.

@@ -68,6 +68,8 @@ counters! {
     errors_connection,
     /// Units retried on another connection after `NotDispatched`.
     retries,
+    /// Times this connection was re-established after dying.
+    reconnects,
 }
 
 impl Counters {

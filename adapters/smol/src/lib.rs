@@ -15,6 +15,7 @@
 use std::future::Future;
 use std::io;
 use std::net::TcpStream;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -49,23 +50,29 @@ impl SmolRuntime {
 impl Runtime for SmolRuntime {
     type Socket = FuturesIo<Async<TcpStream>>;
     type Sleep = Timer;
+    type Connect = Pin<Box<dyn Future<Output = io::Result<Self::Socket>> + Send>>;
 
-    async fn connect(&self, host: &str, port: u16) -> io::Result<Self::Socket> {
-        let addrs = smol::net::resolve((host, port)).await?;
-        let mut last = io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("{host} resolved to no address"),
-        );
-        for addr in addrs {
-            match Async::<TcpStream>::connect(addr).await {
-                Ok(s) => {
-                    s.get_ref().set_nodelay(true)?;
-                    return Ok(FuturesIo(s));
+    fn connect(&self, host: &str, port: u16) -> Self::Connect {
+        let host = host.to_owned();
+        Box::pin(async move {
+            let host = host.as_str();
+
+            let addrs = smol::net::resolve((host, port)).await?;
+            let mut last = io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{host} resolved to no address"),
+            );
+            for addr in addrs {
+                match Async::<TcpStream>::connect(addr).await {
+                    Ok(s) => {
+                        s.get_ref().set_nodelay(true)?;
+                        return Ok(FuturesIo(s));
+                    }
+                    Err(e) => last = e,
                 }
-                Err(e) => last = e,
             }
-        }
-        Err(last)
+            Err(last)
+        })
     }
 
     fn now(&self) -> Instant {

@@ -157,13 +157,13 @@ impl ConnShared {
                 next_statement: 0,
                 task_waker: None,
                 wake_pending: false,
-                status: Status::Open,
+                status: Status::Dead("not connected yet".into()),
             }),
             counters: Counters::default(),
             space: Event::new(),
             exited: Event::new(),
             exited_flag: AtomicBool::new(false),
-            open_flag: AtomicBool::new(true),
+            open_flag: AtomicBool::new(false),
             abort_flag: AtomicBool::new(false),
             tx_status: AtomicU8::new(b'I'),
             notifications: Mutex::new(Notifications::default()),
@@ -200,7 +200,8 @@ impl ConnShared {
     pub(crate) fn begin_close(&self) {
         let waker = {
             let mut st = lock(&self.state);
-            if matches!(st.status, Status::Open) {
+            // A connection that is reconnecting must stop trying too.
+            if matches!(st.status, Status::Open | Status::Dead(_)) {
                 self.set_status(&mut st, Status::Closing);
             }
             st.task_waker.take()

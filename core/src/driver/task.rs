@@ -11,6 +11,7 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use postgres_types::Type;
@@ -18,11 +19,13 @@ use postgres_types::Type;
 use crate::driver::shared::{
     ConnShared, Notification, PrepareError, QueryResult, Status, Token, NOTIFICATION_BACKLOG,
 };
-use crate::proto::{Handler, Outcome, Pipeline, SessionInfo};
+use postgres_protocol::message::backend::Message;
+
+use crate::proto::{Handler, Outcome, Pipeline, SessionInfo, Startup, Step};
 use crate::row::Column;
-use crate::rt::Socket;
-use crate::sched::{lock, DeferredWakes, TickGuard};
-use crate::{DbError, Error};
+use crate::rt::{Runtime, Socket};
+use crate::sched::{lock, DeferredWakes, TickGuard, Waiter};
+use crate::{Config, DbError, Error};
 
 /// Bytes read per tick before yielding to the executor, so one busy connection cannot starve it.
 const READ_BUDGET: usize = 1 << 20;
@@ -37,11 +40,34 @@ struct Sent {
     start: u64,
 }
 
-/// The future that owns one connection. Spawn it on the runtime; it ends when the connection
-/// is closed or dies.
-pub struct ConnTask<S> {
+/// Where the task is in a connection's life.
+enum Phase<R: Runtime> {
+    /// Opening the TCP connection, bounded by `connect_timeout`.
+    Connecting { fut: R::Connect, deadline: R::Sleep },
+    /// Startup and authentication, bounded by the same deadline.
+    Handshake {
+        // Boxed: the authentication state is large and lives only during connect.
+        startup: Box<Startup>,
+        out: BytesMut,
+        deadline: R::Sleep,
+    },
+    /// Serving units: every poll is one tick.
+    Running,
+    /// Waiting before reconnecting a shared connection that died.
+    Backoff(R::Sleep),
+    /// Closed or dead for good.
+    Done,
+}
+
+/// The future that owns one connection: it connects, authenticates, serves units and, for a
+/// shared connection that dies, reconnects with backoff. Spawn it on the runtime; it ends when
+/// the connection is closed (or, for an exclusive connection, dies).
+pub struct ConnTask<R: Runtime> {
+    rt: R,
+    cfg: Arc<Config>,
     shared: Arc<ConnShared>,
-    socket: S,
+    phase: Phase<R>,
+    socket: Option<R::Socket>,
     rbuf: BytesMut,
     chunk: Box<[u8]>,
     wbuf: BytesMut,
@@ -50,47 +76,231 @@ pub struct ConnTask<S> {
     written: u64,
     pipeline: Pipeline<Sent>,
     wakes: DeferredWakes,
-    max_in_flight: usize,
     session: SessionInfo,
     fatal: Option<DbError>,
-    /// Exclusive (session/transaction) connections may sit in a transaction between units.
+    /// Exclusive (session/transaction) connections may sit in a transaction between units,
+    /// and are replaced by the pool rather than reconnected.
     exclusive: bool,
+    /// Told the outcome of the first connect; reconnects report to nobody.
+    opened: Option<Arc<Waiter<Result<(), Error>>>>,
+    backoff: Duration,
     terminating: bool,
-    finished: bool,
 }
 
-impl<S: Socket> ConnTask<S> {
+const BACKOFF_START: Duration = Duration::from_millis(50);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+impl<R: Runtime> ConnTask<R> {
     pub(crate) fn new(
+        rt: R,
+        cfg: Arc<Config>,
         shared: Arc<ConnShared>,
-        socket: S,
-        max_in_flight: usize,
-        session: SessionInfo,
-        rbuf: BytesMut,
         exclusive: bool,
+        opened: Arc<Waiter<Result<(), Error>>>,
     ) -> Self {
+        let phase = connecting(&rt, &cfg);
         ConnTask {
+            rt,
+            cfg,
             shared,
-            socket,
-            rbuf,
+            phase,
+            socket: None,
+            rbuf: BytesMut::with_capacity(8 * 1024),
             chunk: vec![0u8; READ_CHUNK].into_boxed_slice(),
             wbuf: BytesMut::with_capacity(16 * 1024),
             pumped: 0,
             written: 0,
             pipeline: Pipeline::new(),
             wakes: DeferredWakes::default(),
-            max_in_flight,
-            session,
+            session: SessionInfo::default(),
             fatal: None,
             exclusive,
+            opened: Some(opened),
+            backoff: BACKOFF_START,
             terminating: false,
-            finished: false,
+        }
+    }
+
+    /// Polls the connect or handshake phases. `Ready(Ok)` once the connection is serving.
+    fn poll_open(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        loop {
+            match &mut self.phase {
+                Phase::Connecting { fut, deadline } => match Pin::new(fut).poll(cx) {
+                    Poll::Ready(Ok(sock)) => {
+                        let mut out = BytesMut::with_capacity(512);
+                        let startup = Box::new(Startup::begin(&self.cfg, &mut out)?);
+                        let deadline =
+                            std::mem::replace(deadline, self.rt.sleep_until(self.rt.now()));
+                        self.socket = Some(sock);
+                        self.rbuf.clear();
+                        self.phase = Phase::Handshake {
+                            startup,
+                            out,
+                            deadline,
+                        };
+                    }
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(Error::Io(e))),
+                    Poll::Pending => {
+                        return match Pin::new(deadline).poll(cx) {
+                            Poll::Ready(_) => Poll::Ready(Err(self.timed_out())),
+                            Poll::Pending => Poll::Pending,
+                        }
+                    }
+                },
+                Phase::Handshake { .. } => {
+                    return match self.poll_handshake(cx) {
+                        Poll::Ready(Ok(info)) => {
+                            check_session(&info)?;
+                            self.session = info;
+                            self.phase = Phase::Running;
+                            Poll::Ready(Ok(()))
+                        }
+                        Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                        Poll::Pending => match &mut self.phase {
+                            Phase::Handshake { deadline, .. } => {
+                                match Pin::new(deadline).poll(cx) {
+                                    Poll::Ready(_) => Poll::Ready(Err(self.timed_out())),
+                                    Poll::Pending => Poll::Pending,
+                                }
+                            }
+                            _ => Poll::Pending,
+                        },
+                    };
+                }
+                _ => return Poll::Ready(Ok(())),
+            }
+        }
+    }
+
+    fn timed_out(&self) -> Error {
+        Error::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "connecting to {}:{} timed out after {:?}",
+                self.cfg.host, self.cfg.port, self.cfg.connect_timeout
+            ),
+        ))
+    }
+
+    /// Startup and authentication: write what the state machine asks, read until it is done.
+    fn poll_handshake(&mut self, cx: &mut Context<'_>) -> Poll<Result<SessionInfo, Error>> {
+        let ConnTask {
+            phase,
+            socket,
+            rbuf,
+            chunk,
+            ..
+        } = self;
+        let (Phase::Handshake { startup, out, .. }, Some(sock)) = (phase, socket.as_mut()) else {
+            return Poll::Ready(Err(Error::Protocol("handshake without a socket".into())));
+        };
+        loop {
+            let mut write_blocked = false;
+            while !out.is_empty() {
+                match sock.poll_write(cx, out) {
+                    Poll::Ready(Ok(0)) => {
+                        return Poll::Ready(Err(Error::Io(std::io::ErrorKind::WriteZero.into())))
+                    }
+                    Poll::Ready(Ok(n)) => out.advance(n),
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(Error::Io(e))),
+                    Poll::Pending => {
+                        write_blocked = true;
+                        break;
+                    }
+                }
+            }
+            let mut replied = false;
+            while let Some(msg) =
+                Message::parse(rbuf).map_err(|e| Error::Protocol(format!("during startup: {e}")))?
+            {
+                let before = out.len();
+                if let Step::Done(info) = startup.handle(msg, out)? {
+                    return Poll::Ready(Ok(info));
+                }
+                replied |= out.len() > before;
+            }
+            if replied && !write_blocked {
+                // Send the reply before waiting for the server's next message.
+                continue;
+            }
+            match sock.poll_read(cx, chunk) {
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(Error::Io(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "server closed the connection during startup",
+                    ))))
+                }
+                Poll::Ready(Ok(n)) => rbuf.extend_from_slice(&chunk[..n]),
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(Error::Io(e))),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// The connect or handshake failed: tell the opener (first connect), or back off and retry.
+    fn open_failed(&mut self, e: Error) -> Poll<()> {
+        self.socket = None;
+        if let Some(opened) = self.opened.take() {
+            opened.unblock(Err(e), &mut self.wakes);
+            return self.finish(Status::Dead("connection could not be opened".into()));
+        }
+        let c = &self.shared.counters;
+        c.inc(&c.errors_connection);
+        self.lock_status(Status::Dead(format!("reconnecting: {e}").into()));
+        self.back_off()
+    }
+
+    fn back_off(&mut self) -> Poll<()> {
+        let delay = self.backoff;
+        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+        self.phase = Phase::Backoff(self.rt.sleep_until(self.rt.now() + delay));
+        Poll::Pending
+    }
+
+    fn lock_status(&self, status: Status) {
+        self.shared
+            .set_status(&mut lock(&self.shared.state), status);
+    }
+
+    /// Whether the service asked this connection to close (or abort).
+    fn closing(&self, cx: &mut Context<'_>) -> bool {
+        let mut st = lock(&self.shared.state);
+        match &st.task_waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => st.task_waker = Some(cx.waker().clone()),
+        }
+        matches!(st.status, Status::Closing | Status::Closed)
+            || self.shared.abort_flag.load(Relaxed)
+    }
+
+    /// The connection is ready: serve.
+    fn opened_ok(&mut self) {
+        self.backoff = BACKOFF_START;
+        self.fatal = None;
+        self.pumped = 0;
+        self.written = 0;
+        self.wbuf.clear();
+        self.terminating = false;
+        match self.opened.take() {
+            Some(w) => w.unblock(Ok(()), &mut self.wakes),
+            None => {
+                let c = &self.shared.counters;
+                c.inc(&c.reconnects);
+            }
+        }
+        // A reconnect must not resurrect a connection the service is closing.
+        let mut st = lock(&self.shared.state);
+        if matches!(st.status, Status::Dead(_)) {
+            self.shared.set_status(&mut st, Status::Open);
         }
     }
 
     /// One tick. Returns `Ready` when the task is finished.
     fn tick(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if self.shared.abort_flag.load(Relaxed) {
-            let _ = self.socket.poll_close(cx);
+            if let Some(sock) = self.socket.as_mut() {
+                let _ = sock.poll_close(cx);
+            }
             return self.die("aborted by the client".into());
         }
         let more = match self.read(cx) {
@@ -100,9 +310,13 @@ impl<S: Socket> ConnTask<S> {
         if let Err(v) = self.drain() {
             return self.die(format!("protocol violation: {}", v.0));
         }
-        if self.finished {
+        if !matches!(self.phase, Phase::Running) {
             // The drain found a reason to stop (backstop); die() already ran.
-            return Poll::Ready(());
+            return if matches!(self.phase, Phase::Done) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            };
         }
         let idle_closing = self.pump(cx);
         if let Err(reason) = self.write(cx) {
@@ -120,8 +334,11 @@ impl<S: Socket> ConnTask<S> {
     /// Reads until the socket would block or the budget is spent. `Ok(true)`: budget spent.
     fn read(&mut self, cx: &mut Context<'_>) -> Result<bool, String> {
         let mut total = 0usize;
+        let Some(sock) = self.socket.as_mut() else {
+            return Err("no socket".into());
+        };
         let result = loop {
-            match self.socket.poll_read(cx, &mut self.chunk) {
+            match sock.poll_read(cx, &mut self.chunk) {
                 Poll::Ready(Ok(0)) => break Err(self.eof_reason()),
                 Poll::Ready(Ok(n)) => {
                     self.rbuf.extend_from_slice(&self.chunk[..n]);
@@ -187,7 +404,7 @@ impl<S: Socket> ConnTask<S> {
             Some(w) if w.will_wake(cx.waker()) => {}
             _ => st.task_waker = Some(cx.waker().clone()),
         }
-        let room = self.max_in_flight.saturating_sub(self.pipeline.len());
+        let room = self.cfg.max_in_flight.saturating_sub(self.pipeline.len());
         let mut moved = 0usize;
         let mut bytes = 0usize;
         while moved < room && self.wbuf.len() + bytes < WRITE_HIGH_WATER {
@@ -240,8 +457,11 @@ impl<S: Socket> ConnTask<S> {
 
     fn write(&mut self, cx: &mut Context<'_>) -> Result<(), String> {
         let c = &self.shared.counters;
+        let Some(sock) = self.socket.as_mut() else {
+            return Err("no socket".into());
+        };
         while !self.wbuf.is_empty() {
-            match self.socket.poll_write(cx, &self.wbuf) {
+            match sock.poll_write(cx, &self.wbuf) {
                 Poll::Ready(Ok(0)) => return Err("socket accepted no bytes".into()),
                 Poll::Ready(Ok(n)) => {
                     c.inc(&c.write_calls);
@@ -269,13 +489,14 @@ impl<S: Socket> ConnTask<S> {
         if !self.wbuf.is_empty() {
             return Poll::Pending;
         }
-        match self.socket.poll_close(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(_) => self.finish(Status::Closed),
+        match self.socket.as_mut().map(|s| s.poll_close(cx)) {
+            Some(Poll::Pending) => Poll::Pending,
+            _ => self.finish(Status::Closed),
         }
     }
 
     /// Fails every unit: sent ones as `Indeterminate`, never-sent ones as `NotDispatched`.
+    /// A shared connection then reconnects with backoff unless the service is closing.
     fn die(&mut self, reason: String) -> Poll<()> {
         let reason: Arc<str> = reason.into();
         let c = &self.shared.counters;
@@ -301,13 +522,22 @@ impl<S: Socket> ConnTask<S> {
         for q in queued {
             fail(&self.shared, q.token, &reason, false, &mut self.wakes);
         }
-        self.finish(Status::Dead(reason))
+        self.socket = None;
+        self.rbuf.clear();
+        self.wbuf.clear();
+        self.shared.clear_statements();
+        self.shared.space.notify(usize::MAX);
+        let stopping = self.shared.abort_flag.load(Relaxed) || self.exclusive;
+        if stopping {
+            return self.finish(Status::Dead(reason));
+        }
+        self.back_off()
     }
 
     fn finish(&mut self, status: Status) -> Poll<()> {
-        self.finished = true;
-        self.shared
-            .set_status(&mut lock(&self.shared.state), status);
+        self.phase = Phase::Done;
+        self.socket = None;
+        self.lock_status(status);
         self.shared.space.notify(usize::MAX);
         Poll::Ready(())
     }
@@ -347,17 +577,12 @@ fn fail(
     }
 }
 
-impl<S: Socket> Future for ConnTask<S> {
+impl<R: Runtime> Future for ConnTask<R> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        if this.finished {
-            return Poll::Ready(());
-        }
-        let guard = TickGuard::enter();
-        let r = this.tick(cx);
-        drop(guard);
+        let r = this.step(cx);
         // Every lock is released and the tick is over: now the callers may run.
         this.wakes.wake_all();
         if r.is_ready() {
@@ -367,11 +592,75 @@ impl<S: Socket> Future for ConnTask<S> {
     }
 }
 
-impl<S> Drop for ConnTask<S> {
+impl<R: Runtime> ConnTask<R> {
+    fn step(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            match &mut self.phase {
+                Phase::Done => return Poll::Ready(()),
+                Phase::Running => {
+                    let r = {
+                        let _guard = TickGuard::enter();
+                        self.tick(cx)
+                    };
+                    if r.is_ready() || matches!(self.phase, Phase::Running) {
+                        return r;
+                    }
+                    // The connection died and is backing off: poll its timer so it fires.
+                }
+                Phase::Backoff(_) => {
+                    if self.closing(cx) {
+                        return self.finish(Status::Closed);
+                    }
+                    let Phase::Backoff(sleep) = &mut self.phase else {
+                        continue;
+                    };
+                    match Pin::new(sleep).poll(cx) {
+                        Poll::Ready(_) => self.phase = connecting(&self.rt, &self.cfg),
+                        Poll::Pending => return Poll::Pending,
+                    }
+                }
+                Phase::Connecting { .. } | Phase::Handshake { .. } => {
+                    if self.opened.is_none() && self.closing(cx) {
+                        return self.finish(Status::Closed);
+                    }
+                    match self.poll_open(cx) {
+                        Poll::Ready(Ok(())) => self.opened_ok(),
+                        Poll::Ready(Err(e)) => {
+                            if self.open_failed(e).is_ready() {
+                                return Poll::Ready(());
+                            }
+                        }
+                        Poll::Pending => return Poll::Pending,
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn connecting<R: Runtime>(rt: &R, cfg: &Config) -> Phase<R> {
+    Phase::Connecting {
+        fut: rt.connect(&cfg.host, cfg.port),
+        deadline: rt.sleep_until(rt.now() + cfg.connect_timeout),
+    }
+}
+
+/// The shared path's guard relies on standard string literals; refuse a server without them.
+fn check_session(info: &SessionInfo) -> Result<(), Error> {
+    match info.parameter("standard_conforming_strings") {
+        Some("on") => Ok(()),
+        other => Err(Error::UnsupportedServer(format!(
+            "standard_conforming_strings is {:?}; the shared path requires it to be on",
+            other.unwrap_or("unreported")
+        ))),
+    }
+}
+
+impl<R: Runtime> Drop for ConnTask<R> {
     fn drop(&mut self) {
         // A runtime that drops the task without finishing it (shutdown) must not leave callers
         // waiting forever.
-        if !self.finished {
+        if !matches!(self.phase, Phase::Done) {
             let reason: Arc<str> = "connection task was dropped by its runtime".into();
             let mut st = lock(&self.shared.state);
             self.shared
@@ -391,6 +680,14 @@ impl<S> Drop for ConnTask<S> {
             }
             for q in queued {
                 fail(&self.shared, q.token, &reason, false, &mut self.wakes);
+            }
+            if let Some(w) = self.opened.take() {
+                w.unblock(
+                    Err(Error::NoConnection {
+                        reason: reason.clone(),
+                    }),
+                    &mut self.wakes,
+                );
             }
             self.wakes.wake_all();
             self.shared.space.notify(usize::MAX);

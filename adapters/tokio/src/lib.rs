@@ -1,0 +1,160 @@
+//! pgpipe on tokio: tokio sockets and timers, connection tasks spawned on a runtime [`Handle`].
+//!
+//! ```no_run
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), pgpipe::Error> {
+//! let db = pgpipe_tokio::connect("postgres://postgres@127.0.0.1:5432/postgres").await?;
+//! let row = db.query_one("SELECT $1::int4 + 1", &[&41i32]).await?;
+//! assert_eq!(row.get::<_, i32>(0), 42);
+//! db.close().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The [`Client`] is `Send + Sync + Clone`: share it across the tasks of a multi-thread runtime.
+//! It works the same on a current-thread runtime (or a `LocalSet` inside one); the connection
+//! tasks then run whenever that runtime is being driven (`block_on`).
+//!
+//! The runtime is chosen once, when the [`TokioRuntime`] is built: [`TokioRuntime::current`]
+//! (what [`connect`] uses) is the only place that reads tokio's ambient context. After that,
+//! sockets, timers and tasks all belong to the captured [`Handle`], whichever task or thread
+//! awaits the client. That runtime must have I/O and time enabled (`enable_all()`).
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Instant;
+
+use pgpipe::rt::{Runtime, Socket, Spawn};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::runtime::Handle;
+use tokio::task::AbortHandle;
+use tokio::time::Sleep;
+
+pub use pgpipe::{Config, Error, Row};
+
+/// A pgpipe client on tokio.
+pub type Client = pgpipe::Client<TokioRuntime>;
+
+/// The tokio runtime a client's sockets, timers and connection tasks belong to.
+#[derive(Clone, Debug)]
+pub struct TokioRuntime {
+    handle: Handle,
+}
+
+impl TokioRuntime {
+    /// Uses the runtime behind `handle`.
+    pub fn new(handle: Handle) -> Self {
+        TokioRuntime { handle }
+    }
+
+    /// Uses the runtime the caller runs in.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime; see [`TokioRuntime::try_current`] for the fallible form.
+    pub fn current() -> Self {
+        Self::try_current().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Uses the runtime the caller runs in, or fails with [`Error::Io`] outside one.
+    pub fn try_current() -> Result<Self, Error> {
+        Handle::try_current().map(Self::new).map_err(|e| {
+            Error::Io(io::Error::other(format!(
+                "pgpipe-tokio: no tokio runtime on this thread ({e}); call from inside a runtime \
+                 or pass one explicitly with TokioRuntime::new(handle)"
+            )))
+        })
+    }
+
+    /// The runtime's handle.
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+}
+
+/// A tokio TCP stream as a pgpipe [`Socket`].
+#[derive(Debug)]
+pub struct TokioSocket(pub TcpStream);
+
+impl Socket for TokioSocket {
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        let mut buf = ReadBuf::new(buf);
+        ready!(Pin::new(&mut self.0).poll_read(cx, &mut buf))?;
+        Poll::Ready(Ok(buf.filled().len()))
+    }
+    fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+    fn poll_close(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+/// Aborts the connect task when the caller gives up (connect timeout, dropped future).
+struct AbortOnDrop(AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Runtime for TokioRuntime {
+    type Socket = TokioSocket;
+    type Sleep = Pin<Box<Sleep>>;
+    type Connect = Pin<Box<dyn Future<Output = io::Result<TokioSocket>> + Send>>;
+
+    fn connect(&self, host: &str, port: u16) -> Self::Connect {
+        let host = host.to_owned();
+        let this = self.clone();
+        Box::pin(async move {
+            let host = host.as_str();
+
+            // Resolve and connect on our runtime, so the socket registers with its reactor whatever
+            // task (or executor) awaits this.
+            let host = host.to_owned();
+            let task = this.handle.spawn(async move {
+                let stream = TcpStream::connect((host.as_str(), port)).await?;
+                stream.set_nodelay(true)?;
+                Ok::<_, io::Error>(stream)
+            });
+            let _abort = AbortOnDrop(task.abort_handle());
+            Ok(TokioSocket(task.await.map_err(io::Error::other)??))
+        })
+    }
+
+    fn now(&self) -> Instant {
+        // tokio's clock, so a paused / auto-advancing test clock drives query timeouts too.
+        let _rt = self.handle.enter();
+        tokio::time::Instant::now().into_std()
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> Pin<Box<Sleep>> {
+        // The timer binds to our runtime's time driver at creation, not to the caller's context.
+        let _rt = self.handle.enter();
+        Box::pin(tokio::time::sleep_until(deadline.into()))
+    }
+}
+
+impl<F: Future<Output = ()> + Send + 'static> Spawn<F> for TokioRuntime {
+    fn spawn(&self, fut: F) {
+        drop(self.handle.spawn(fut));
+    }
+}
+
+/// Connects with a `postgres://` URL (options such as `pipeline_size` go in its query string),
+/// on the tokio runtime the caller runs in.
+pub async fn connect(url: &str) -> Result<Client, Error> {
+    connect_with(Config::from_url(url)?).await
+}
+
+/// Connects with a [`Config`] on the tokio runtime the caller runs in; fails with [`Error::Io`]
+/// outside a runtime. Use `pgpipe::Client::connect(TokioRuntime::new(handle), config)` to pick
+/// another runtime.
+pub async fn connect_with(config: Config) -> Result<Client, Error> {
+    pgpipe::Client::connect(TokioRuntime::try_current()?, config).await
+}
