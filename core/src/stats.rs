@@ -98,6 +98,7 @@ impl Stats {
             .map(|c| c.in_flight_peak)
             .max()
             .unwrap_or(0);
+        total.queued_peak = connections.iter().map(|c| c.queued_peak).max().unwrap_or(0);
         Stats { total, connections }
     }
 }

@@ -85,6 +85,8 @@ pub struct ConnTask<R: Runtime> {
     opened: Option<Arc<Waiter<Result<(), Error>>>>,
     backoff: Duration,
     terminating: bool,
+    /// Mailbox slots freed this tick; waiting submitters are notified after the tick.
+    space_freed: usize,
 }
 
 const BACKOFF_START: Duration = Duration::from_millis(50);
@@ -118,6 +120,7 @@ impl<R: Runtime> ConnTask<R> {
             opened: Some(opened),
             backoff: BACKOFF_START,
             terminating: false,
+            space_freed: 0,
         }
     }
 
@@ -444,14 +447,15 @@ impl<R: Runtime> ConnTask<R> {
             && st.queue.is_empty()
             && self.pipeline.is_empty()
             && self.wbuf.is_empty();
-        drop(st);
         if moved > 0 {
+            // Under the lock, so the gauge never counts a unit as both queued and in flight.
             c.queued.fetch_sub(moved as u64, Relaxed);
             let now = c.in_flight.fetch_add(moved as u64, Relaxed) + moved as u64;
             c.in_flight_peak.fetch_max(now, Relaxed);
-            // Room in the mailbox: let waiting submitters retry (after the tick, via the event).
-            shared.space.notify(moved);
+            // Room in the mailbox: waiting submitters retry once the tick is over.
+            self.space_freed += moved;
         }
+        drop(st);
         idle_closing
     }
 
@@ -526,7 +530,8 @@ impl<R: Runtime> ConnTask<R> {
         self.rbuf.clear();
         self.wbuf.clear();
         self.shared.clear_statements();
-        self.shared.space.notify(usize::MAX);
+        // Submitters waiting for room must see the new status (after the tick).
+        self.space_freed = usize::MAX;
         let stopping = self.shared.abort_flag.load(Relaxed) || self.exclusive;
         if stopping {
             return self.finish(Status::Dead(reason));
@@ -538,7 +543,7 @@ impl<R: Runtime> ConnTask<R> {
         self.phase = Phase::Done;
         self.socket = None;
         self.lock_status(status);
-        self.shared.space.notify(usize::MAX);
+        self.space_freed = usize::MAX;
         Poll::Ready(())
     }
 }
@@ -585,6 +590,11 @@ impl<R: Runtime> Future for ConnTask<R> {
         let r = this.step(cx);
         // Every lock is released and the tick is over: now the callers may run.
         this.wakes.wake_all();
+        if this.space_freed > 0 {
+            this.shared
+                .space
+                .notify(std::mem::take(&mut this.space_freed));
+        }
         if r.is_ready() {
             this.shared.mark_exited();
         }

@@ -86,16 +86,21 @@ async fn run(args: &Args, url: &str) -> Result<(), pgpipe::Error> {
     let mut cfg = Config::from_url(url)?;
     cfg.pipeline_size = args.pipeline_size;
     let db = pgpipe_smol::connect_with(cfg).await?;
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS pgpipe_accounts (aid int4 PRIMARY KEY, abalance int4 NOT NULL)",
-        &[],
-    )
-    .await?;
-    db.execute(
-        "INSERT INTO pgpipe_accounts SELECT g, g % 1000 FROM generate_series(1, $1::int4) g ON CONFLICT DO NOTHING",
-        &[&ACCOUNTS],
-    )
-    .await?;
+    // DDL is not a shared-path statement (the guard admits only DML): set up on a session.
+    let setup = db.session().await?;
+    setup
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS pgpipe_accounts (aid int4 PRIMARY KEY, abalance int4 NOT NULL)",
+        )
+        .await?;
+    setup
+        .execute(
+            "INSERT INTO pgpipe_accounts SELECT g, g % 1000 FROM generate_series(1, $1::int4) g \
+             ON CONFLICT DO NOTHING",
+            &[&ACCOUNTS],
+        )
+        .await?;
+    drop(setup);
 
     println!(
         "pgpipe load: {} tasks, {} pipelined connections, {} s of point selects",
@@ -170,6 +175,7 @@ async fn run(args: &Args, url: &str) -> Result<(), pgpipe::Error> {
     );
     println!("ready_per_unit      {:>10.3}", t.ready_per_unit());
     println!("in_flight_peak      {:>10}", t.in_flight_peak);
+    println!("queued_peak         {:>10}", t.queued_peak);
     println!("connections         {:>10}", after.connections.len());
     if args.burst > 0 {
         burst(&db, args.burst).await?;
