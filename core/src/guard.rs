@@ -50,6 +50,9 @@ pub enum Reason {
     UnicodeEscapedIdentifier,
     /// `UESCAPE` together with a `U&` literal or identifier.
     Uescape,
+    /// `UPDATE pg_settings`: the same as SET (and for parameters the server does not report,
+    /// such as `search_path`, invisible to the ParameterStatus backstop).
+    UpdatePgSettings,
 }
 
 impl fmt::Display for Reason {
@@ -70,6 +73,7 @@ impl fmt::Display for Reason {
                 f.write_str("U&\"...\" identifier that is not a plain identifier")
             }
             Reason::Uescape => f.write_str("UESCAPE with a U& literal or identifier"),
+            Reason::UpdatePgSettings => f.write_str("UPDATE of pg_settings (equivalent to SET)"),
         }
     }
 }
@@ -736,7 +740,44 @@ fn verdict(sql: &str, mode: Mode) -> Option<Reason> {
     if let Some(name) = facts.call {
         return Some(Reason::ForbiddenCall(name));
     }
-    facts.into
+    if facts.into.is_some() {
+        return facts.into;
+    }
+    facts.pg_settings.then_some(Reason::UpdatePgSettings)
+}
+
+/// Whether the word at `at` is `pg_settings` and the target of an UPDATE:
+/// `UPDATE [ONLY] [pg_catalog.]pg_settings`, any case and whitespace.
+fn updates_pg_settings(m: &[u8], at: usize) -> bool {
+    if !is_word_at(m, at, b"pg_settings") {
+        return false;
+    }
+    let back_space = |mut i: usize| {
+        while i > 0 && is_space(m[i - 1]) {
+            i -= 1;
+        }
+        i
+    };
+    let word_before = |end: usize| {
+        let mut s = end;
+        while s > 0 && is_ident(m[s - 1]) {
+            s -= 1;
+        }
+        (s, &m[s..end])
+    };
+    let mut i = back_space(at);
+    if i > 0 && m[i - 1] == b'.' {
+        let (s, w) = word_before(back_space(i - 1));
+        if !w.eq_ignore_ascii_case(b"pg_catalog") {
+            return false;
+        }
+        i = back_space(s);
+    }
+    let (s, mut w) = word_before(i);
+    if w.eq_ignore_ascii_case(b"only") {
+        w = word_before(back_space(s)).1;
+    }
+    w.eq_ignore_ascii_case(b"update")
 }
 
 /// What one pass over the masked text found.
@@ -750,6 +791,8 @@ struct Facts {
     call: Option<&'static str>,
     /// The first INTO TEMP / INTO pg_temp.
     into: Option<Reason>,
+    /// `UPDATE [ONLY] [pg_catalog.]pg_settings`.
+    pg_settings: bool,
 }
 
 impl Facts {
@@ -763,6 +806,7 @@ impl Facts {
                 | (c == b';')
                 | (c | 0x20 == b'n') & (next | 0x20 == b't')
                 | u_amp & (c | 0x20 == b'u') & (next | 0x20 == b'e')
+                | (c | 0x20 == b'p') & (next | 0x20 == b'g')
         };
         for_each_candidate(m, candidate, |i| {
             match m[i] {
@@ -781,6 +825,7 @@ impl Facts {
                         facts.into = into_temp(m, i + 3);
                     }
                 }
+                b'p' | b'P' => facts.pg_settings |= updates_pg_settings(m, i),
                 _ => facts.uescape |= is_word_at(m, i, b"uescape"),
             }
             true
@@ -936,6 +981,26 @@ mod tests {
         assert_eq!(refused(sql), Some(Reason::ForbiddenCall("set_config")));
         // Without a newline the second literal is a separate, plain one.
         assert_eq!(mask("SELECT E'a' 'b\\' x"), "SELECT E         x");
+    }
+
+    #[test]
+    fn update_of_pg_settings_is_set() {
+        for sql in [
+            "UPDATE pg_settings SET setting = 'x' WHERE name = 'search_path'",
+            "update  PG_CATALOG . pg_settings set setting = 'x'",
+            "WITH s AS (UPDATE ONLY pg_catalog.pg_settings SET setting = '1' RETURNING 1) SELECT 1",
+            "UPDATE /* c */ pg_settings SET setting = 'x'",
+        ] {
+            assert_eq!(refused(sql), Some(Reason::UpdatePgSettings), "{sql}");
+        }
+        for sql in [
+            "SELECT name, setting FROM pg_settings WHERE name = $1",
+            "UPDATE my_pg_settings SET x = 1",
+            "UPDATE t SET note = 'pg_settings'",
+            "UPDATE other.pg_settings SET x = 1",
+        ] {
+            assert_eq!(refused(sql), None, "{sql}");
+        }
     }
 
     #[test]
