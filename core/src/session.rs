@@ -139,6 +139,13 @@ impl<R: Runtime> Session<R> {
         .await
     }
 
+    /// The session's notifications as a stream; it ends when the connection closes.
+    pub fn notifications(&self) -> impl futures_lite::Stream<Item = Notification> + '_ {
+        futures_lite::stream::unfold(self, |s| async move {
+            s.next_notification().await.ok().map(|n| (n, s))
+        })
+    }
+
     /// A notification if one is waiting, without waiting.
     pub fn try_next_notification(&self) -> Option<Notification> {
         crate::sched::lock(&self.x.held.conn.notifications)
