@@ -75,20 +75,35 @@ fn main() {
     // Misses: a cache of one entry and distinct texts, so each check is computed.
     let fast = variants_plain(PLAIN_100, n);
     let masked = variants(MASKED_100, n);
-    allocs_per_check("guard_uncached_fast_100", &Guard::with_cache_capacity(Mode::Default, 1), &fast);
-    allocs_per_check("guard_uncached_masked_100", &Guard::with_cache_capacity(Mode::Default, 1), &masked);
+    allocs_per_check(
+        "guard_uncached_fast_100",
+        &Guard::with_cache_capacity(Mode::Default, 1),
+        &fast,
+    );
+    allocs_per_check(
+        "guard_uncached_masked_100",
+        &Guard::with_cache_capacity(Mode::Default, 1),
+        &masked,
+    );
 
     let mut c = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3))
         .configure_from_args();
     let mut g = c.benchmark_group("guard");
-    g.bench_function("hit_100", |b| b.iter(|| hit_guard.check(black_box(PLAIN_100))));
+    g.bench_function("hit_100", |b| {
+        b.iter(|| hit_guard.check(black_box(PLAIN_100)))
+    });
     let plain_long = long(false);
     let masked_long = long(true);
     hit_guard.check(&plain_long).ok();
-    g.bench_function("hit_4k", |b| b.iter(|| hit_guard.check(black_box(&plain_long))));
-    for (name, texts) in [("uncached_fast_100", &fast), ("uncached_masked_100", &masked)] {
+    g.bench_function("hit_4k", |b| {
+        b.iter(|| hit_guard.check(black_box(&plain_long)))
+    });
+    for (name, texts) in [
+        ("uncached_fast_100", &fast),
+        ("uncached_masked_100", &masked),
+    ] {
         let guard = Guard::with_cache_capacity(Mode::Default, 1);
         let mut i = 0;
         g.bench_function(name, |b| {
@@ -100,7 +115,10 @@ fn main() {
     }
     let long_fast = variants_plain(&plain_long, 1000);
     let long_masked = variants(&masked_long, 1000);
-    for (name, texts) in [("uncached_fast_4k", &long_fast), ("uncached_masked_4k", &long_masked)] {
+    for (name, texts) in [
+        ("uncached_fast_4k", &long_fast),
+        ("uncached_masked_4k", &long_masked),
+    ] {
         let guard = Guard::with_cache_capacity(Mode::Default, 1);
         let mut i = 0;
         g.bench_function(name, |b| {

@@ -254,12 +254,7 @@ impl ConnShared {
 
     /// Forgets every cached statement (after `DISCARD ALL` deallocated them on the server).
     pub(crate) fn clear_statements(&self) {
-        let mut st = lock(&self.state);
-        for e in st.statements.drain() {
-            if let CacheEntry::Ready(s) = e {
-                s.live.store(false, Relaxed);
-            }
-        }
+        lock(&self.state).forget_statements();
     }
 
     /// Returns the prepared statement for `sql`, preparing it (once, shared by concurrent
@@ -464,6 +459,18 @@ impl ConnShared {
             }
         };
         p.waiter.unblock(value, wakes);
+    }
+}
+
+impl State {
+    /// Empties the statement cache, marking every prepared statement dead so a caller holding
+    /// one prepares again instead of binding a name the server no longer knows.
+    pub(crate) fn forget_statements(&mut self) {
+        for e in self.statements.drain() {
+            if let CacheEntry::Ready(s) = e {
+                s.live.store(false, Relaxed);
+            }
+        }
     }
 }
 

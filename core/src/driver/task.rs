@@ -511,8 +511,9 @@ impl<R: Runtime> ConnTask<R> {
                 .set_status(&mut st, Status::Dead(reason.clone()));
             st.buf.clear();
             st.committed = 0;
-            // Statements die with their connection; pending prepares are failed below.
-            st.statements.drain().for_each(drop);
+            // Statements die with their connection: a caller still holding one must prepare
+            // again on the next backend. Pending prepares are failed below.
+            st.forget_statements();
             std::mem::take(&mut st.queue)
         };
         c.queued.fetch_sub(queued.len() as u64, Relaxed);
@@ -529,7 +530,6 @@ impl<R: Runtime> ConnTask<R> {
         self.socket = None;
         self.rbuf.clear();
         self.wbuf.clear();
-        self.shared.clear_statements();
         // Submitters waiting for room must see the new status (after the tick).
         self.space_freed = usize::MAX;
         let stopping = self.shared.abort_flag.load(Relaxed) || self.exclusive;
