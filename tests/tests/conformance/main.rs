@@ -1,0 +1,313 @@
+//! The conformance suite: every behaviour of the connection service written once, generic over
+//! the runtime, and run on every adapter against a real PostgreSQL server.
+//!
+//! A behaviour is an `async fn name<H: Harness>()` in [`foundation`], [`service`] or
+//! [`runtime`]. The [`suite!`] invocation at the bottom turns each (adapter, behaviour) pair
+//! into one `#[test]`, named `<adapter>::<behaviour>` (`cargo test --test conformance tokio::`
+//! runs one adapter). Every adapter gets the same tests; adding an adapter means one
+//! [`Harness`] impl and one line in the invocation (see docs/RUNTIMES.md).
+//!
+//! The instances of one behaviour run in parallel against the same server, so anything a test
+//! creates on the server (tables, functions, channels, application names, advisory-lock keys)
+//! carries [`Harness::name`].
+
+mod foundation;
+mod runtime;
+mod service;
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use pgpipe::{Config, Error};
+use pgpipe_tests::shared;
+
+/// A boxed future that need not be `Send` (glommio's are not).
+pub type Local<T> = Pin<Box<dyn Future<Output = T>>>;
+
+/// The client type of harness `H`.
+pub type Db<H> = pgpipe::Client<<H as Harness>::Rt>;
+
+/// What the suite needs from one runtime: run a test body on a fresh runtime, spawn local tasks,
+/// sleep on the runtime's timer, and connect a client through the adapter's own entry point.
+pub trait Harness: 'static {
+    /// The adapter's runtime type.
+    type Rt: pgpipe::Adapter;
+
+    /// Short name used in test paths and to keep server objects of parallel instances apart.
+    fn name() -> &'static str;
+
+    /// Runs the future made by `make` to completion on a fresh runtime owned by this call, on
+    /// the calling thread or a thread of its own; a panic in the body fails the caller.
+    fn run<F: Future<Output = ()> + 'static>(make: impl FnOnce() -> F + Send + 'static);
+
+    /// Spawns a local task (no `Send` needed) on the running runtime. The returned future
+    /// yields the task's output and re-raises its panic. Tests await everything they spawn.
+    fn spawn<T: 'static>(f: impl Future<Output = T> + 'static) -> Local<T>;
+
+    /// Sleeps on the runtime's timer.
+    fn sleep(d: Duration) -> Local<()>;
+
+    /// Connects through the adapter's public `connect_with`.
+    fn connect(cfg: Config) -> Local<Result<Db<Self>, Error>>;
+}
+
+/// smol: test tasks on an `async_executor::LocalExecutor` driven by `smol::block_on`; the
+/// adapter runs connection tasks on smol's global executor.
+pub struct Smol;
+
+thread_local! {
+    /// The LocalExecutor of the smol test running on this thread (for [`Harness::spawn`]).
+    static SMOL_EX: RefCell<Option<Rc<async_executor::LocalExecutor<'static>>>> =
+        const { RefCell::new(None) };
+}
+
+impl Harness for Smol {
+    type Rt = pgpipe_smol::SmolRuntime;
+
+    fn name() -> &'static str {
+        "smol"
+    }
+
+    fn run<F: Future<Output = ()> + 'static>(make: impl FnOnce() -> F + Send + 'static) {
+        let ex = Rc::new(async_executor::LocalExecutor::new());
+        SMOL_EX.with(|s| *s.borrow_mut() = Some(ex.clone()));
+        // Cleared on unwind too, so a failed test leaves no executor behind on this thread.
+        struct Clear;
+        impl Drop for Clear {
+            fn drop(&mut self) {
+                SMOL_EX.with(|s| s.borrow_mut().take());
+            }
+        }
+        let _clear = Clear;
+        ::smol::block_on(ex.run(make()));
+    }
+
+    fn spawn<T: 'static>(f: impl Future<Output = T> + 'static) -> Local<T> {
+        let ex = SMOL_EX.with(|s| s.borrow().clone());
+        let ex = ex.expect("Smol::spawn outside Smol::run");
+        Box::pin(ex.spawn(f))
+    }
+
+    fn sleep(d: Duration) -> Local<()> {
+        Box::pin(async move {
+            async_io::Timer::after(d).await;
+        })
+    }
+
+    fn connect(cfg: Config) -> Local<Result<Db<Self>, Error>> {
+        Box::pin(pgpipe_smol::connect_with(cfg))
+    }
+}
+
+/// tokio: a current-thread runtime with a `LocalSet`; the adapter captures that runtime.
+pub struct Tokio;
+
+impl Harness for Tokio {
+    type Rt = pgpipe_tokio::TokioRuntime;
+
+    fn name() -> &'static str {
+        "tokio"
+    }
+
+    fn run<F: Future<Output = ()> + 'static>(make: impl FnOnce() -> F + Send + 'static) {
+        let rt = ::tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("tokio current-thread runtime");
+        ::tokio::task::LocalSet::new().block_on(&rt, make());
+    }
+
+    fn spawn<T: 'static>(f: impl Future<Output = T> + 'static) -> Local<T> {
+        let task = ::tokio::task::spawn_local(f);
+        Box::pin(async move {
+            match task.await {
+                Ok(v) => v,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(e) => panic!("tokio task failed: {e}"),
+            }
+        })
+    }
+
+    fn sleep(d: Duration) -> Local<()> {
+        Box::pin(::tokio::time::sleep(d))
+    }
+
+    fn connect(cfg: Config) -> Local<Result<Db<Self>, Error>> {
+        Box::pin(pgpipe_tokio::connect_with(cfg))
+    }
+}
+
+/// glommio: a fresh `LocalExecutor` on its own thread; client and connection tasks stay on it.
+pub struct Glommio;
+
+impl Harness for Glommio {
+    type Rt = pgpipe_glommio::GlommioRuntime;
+
+    fn name() -> &'static str {
+        "glommio"
+    }
+
+    fn run<F: Future<Output = ()> + 'static>(make: impl FnOnce() -> F + Send + 'static) {
+        // No silent skip: without io_uring the glommio instances fail with the adapter's reason.
+        if let Err(e) = pgpipe_glommio::check_io_uring() {
+            panic!("{e}");
+        }
+        let joined = ::glommio::LocalExecutorBuilder::default()
+            .name("conformance")
+            .spawn(move || async move { make().await })
+            .expect("glommio executor")
+            .join();
+        match joined {
+            Ok(()) => {}
+            Err(::glommio::GlommioError::BuilderError(
+                ::glommio::BuilderErrorKind::ThreadPanic(p),
+            )) => std::panic::resume_unwind(p),
+            Err(e) => panic!("glommio executor failed: {e}"),
+        }
+    }
+
+    fn spawn<T: 'static>(f: impl Future<Output = T> + 'static) -> Local<T> {
+        Box::pin(::glommio::spawn_local(f))
+    }
+
+    fn sleep(d: Duration) -> Local<()> {
+        Box::pin(::glommio::timer::sleep(d))
+    }
+
+    fn connect(cfg: Config) -> Local<Result<Db<Self>, Error>> {
+        Box::pin(pgpipe_glommio::connect_with(cfg))
+    }
+}
+
+/// Compile-time: the smol and tokio clients can be shared across threads; glommio's cannot
+/// (its adapter has a `compile_fail` doctest for that).
+#[allow(dead_code)]
+fn clients_of_multi_threaded_runtimes_are_send_sync_clone() {
+    fn check<T: Send + Sync + Clone>() {}
+    check::<Db<Smol>>();
+    check::<Db<Tokio>>();
+}
+
+/// Runs `body` on a fresh runtime of `H`, racing it against `limit` on the runtime's own timer
+/// so that a hung behaviour fails instead of hanging CI.
+fn run_test<H: Harness, F: Future<Output = ()> + 'static>(limit: Duration, body: fn() -> F) {
+    H::run(move || async move {
+        futures_lite::future::or(body(), async move {
+            H::sleep(limit).await;
+            panic!("{}: test exceeded its {limit:?} limit", H::name());
+        })
+        .await
+    });
+}
+
+/// The shared test database's settings, adjusted by `f`.
+pub fn config(f: impl FnOnce(&mut Config)) -> Config {
+    let mut c = Config::from_url(&shared().url()).expect("test URL parses");
+    f(&mut c);
+    c
+}
+
+/// A client of the shared test database through `H`'s adapter.
+pub async fn client<H: Harness>(f: impl FnOnce(&mut Config)) -> Db<H> {
+    H::connect(config(f)).await.expect("connect")
+}
+
+/// Runs SQL with psql, blocking the caller: for setup and checks while no client is busy.
+pub fn psql(sql: &str) -> String {
+    shared().psql(sql).expect("psql")
+}
+
+/// Runs SQL with psql on another thread while the runtime keeps serving its connections
+/// (blocking a single-threaded runtime would freeze the clients under test).
+pub async fn psql_async<H: Harness>(sql: &str) -> String {
+    let (tx, rx) = mpsc::channel();
+    let sql = sql.to_owned();
+    thread::spawn(move || {
+        let _ = tx.send(shared().psql(&sql));
+    });
+    loop {
+        match rx.try_recv() {
+            Ok(out) => return out.expect("psql"),
+            Err(mpsc::TryRecvError::Empty) => H::sleep(Duration::from_millis(5)).await,
+            Err(mpsc::TryRecvError::Disconnected) => panic!("psql thread panicked"),
+        }
+    }
+}
+
+/// Polls `cond` every 20 ms (the test's limit bounds the wait).
+pub async fn wait_until<H: Harness>(cond: impl Fn() -> bool) {
+    while !cond() {
+        H::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A positive int4 derived from the adapter's name, for advisory-lock key spaces.
+pub fn key<H: Harness>() -> i32 {
+    let h = H::name()
+        .bytes()
+        .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    (h & 0x7fff_ffff) as i32
+}
+
+/// One `#[test]` per (adapter, behaviour): `suite! { adapters { m => H, .. } tests { .. } }`
+/// with tests written as `module::behaviour: limit_in_seconds`.
+macro_rules! suite {
+    (adapters { $($m:ident => $h:ty),* $(,)? } tests $tests:tt) => {
+        $( suite!(@adapter $m, $h, $tests); )*
+    };
+    (@adapter $m:ident, $h:ty, { $($module:ident :: $test:ident : $secs:expr),* $(,)? }) => {
+        mod $m {
+            $(
+                #[test]
+                fn $test() {
+                    $crate::run_test::<$h, _>(
+                        ::std::time::Duration::from_secs($secs),
+                        $crate::$module::$test::<$h>,
+                    );
+                }
+            )*
+        }
+    };
+}
+
+suite! {
+    adapters {
+        smol => crate::Smol,
+        tokio => crate::Tokio,
+        glommio => crate::Glommio,
+    }
+    tests {
+        foundation::two_thousand_tasks_get_their_own_rows: 120,
+        foundation::an_error_fails_only_its_own_unit: 60,
+        foundation::dropped_futures_do_not_desynchronize_the_connection: 60,
+        foundation::query_timeout_returns_control_and_keeps_the_pipeline_in_order: 60,
+        foundation::terminated_backend_fails_its_units_with_typed_errors: 60,
+        foundation::never_sent_units_are_retried_on_another_connection: 60,
+        foundation::bad_input_is_refused_before_anything_is_sent: 60,
+        foundation::password_authentication_methods: 60,
+        foundation::statement_cache_prepares_once_and_closes_on_eviction: 60,
+        foundation::typed_queries_take_one_round_trip_and_skip_the_cache: 60,
+        foundation::close_drains_in_flight_work_then_refuses: 60,
+        foundation::a_session_change_on_a_shared_connection_takes_it_out_of_service: 60,
+        foundation::wakeups_never_run_inside_the_driver_tick: 60,
+        service::a_refused_statement_never_reaches_the_server: 60,
+        service::session_state_never_leaks_to_the_shared_path_or_the_next_session: 120,
+        service::concurrent_transfers_keep_the_total: 120,
+        service::errors_and_drops_roll_back_and_the_connection_comes_back_clean: 60,
+        service::a_checkout_that_would_wait_for_itself_is_refused: 30,
+        service::listen_delivers_notifications_to_the_session: 30,
+        service::a_slow_query_does_not_stall_callers_routed_elsewhere: 60,
+        service::a_full_mailbox_makes_callers_wait_instead_of_growing: 60,
+        service::abort_fails_everything_at_once: 30,
+        service::commit_with_unknown_outcome_is_indeterminate_commit: 60,
+        runtime::query_timeouts_fire_on_the_adapter_clock: 60,
+        runtime::several_clients_in_one_process_serve_concurrently: 60,
+        runtime::one_client_per_runtime_on_several_threads: 120,
+        runtime::close_completes_every_accepted_unit: 60,
+    }
+}

@@ -1,0 +1,406 @@
+//! The connection service: the guard on the shared path, exclusive sessions and transactions,
+//! backpressure, routing around a slow connection, abort.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use pgpipe::Error;
+
+use crate::{client, key, psql, Harness};
+
+pub async fn a_refused_statement_never_reaches_the_server<H: Harness>() {
+    let app = format!("pgpipe-guard-{}-{}", std::process::id(), H::name());
+    let db = client::<H>(|c| {
+        c.pipeline_size = 1;
+        c.application_name = Some(app.clone());
+    })
+    .await;
+    let before = db.stats().total.bytes_out;
+    for sql in [
+        "SET application_name = 'leak'".to_owned(),
+        "SELECT set_config('application_name', 'leak', false)".to_owned(),
+        "SELECT 1; SET application_name = 'leak'".to_owned(),
+        "select pg_catalog.set_config/* hidden */('application_name', 'leak', false)".to_owned(),
+    ] {
+        match db.query(&sql, &[]).await {
+            Err(Error::Refused(r)) => {
+                let msg = Error::Refused(r).to_string();
+                assert!(
+                    msg.contains("session()") || msg.contains("transaction()"),
+                    "{msg}"
+                );
+            }
+            other => panic!("{sql}: expected a refusal, got {other:?}"),
+        }
+    }
+    assert_eq!(db.stats().total.bytes_out, before, "nothing was sent");
+    let seen = psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'leak'");
+    assert_eq!(seen.trim(), "0");
+    let mine = psql(&format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = '{app}'"
+    ));
+    assert_eq!(mine.trim(), "1", "the shared connection kept its own name");
+    db.close().await;
+}
+
+pub async fn session_state_never_leaks_to_the_shared_path_or_the_next_session<H: Harness>() {
+    let app: Arc<str> = format!("pgpipe-leak-test-{}", H::name()).into();
+    // Advisory locks go in this adapter's key space (two-int4 form: classid = space,
+    // objid = i), so parallel instances neither contend nor see each other's locks.
+    let space = key::<H>();
+    let db = client::<H>(|c| {
+        c.pipeline_size = 2;
+        c.pinned_size = 4;
+        c.application_name = Some(app.to_string());
+    })
+    .await;
+    let default_path = db
+        .query_one("SELECT current_setting('search_path')", &[])
+        .await
+        .unwrap()
+        .get::<_, String>(0);
+    let leaks = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..1000i32)
+        .map(|i| {
+            let (db, leaks, default_path, app) =
+                (db.clone(), leaks.clone(), default_path.clone(), app.clone());
+            H::spawn(async move {
+                if i % 2 == 0 {
+                    let s = db.session().await.expect("session");
+                    // What the previous holder did must be gone.
+                    let r = s
+                        .query_one(
+                            "SELECT current_setting('search_path'), current_setting('application_name'), \
+                             to_regclass('pg_temp.mine') IS NULL",
+                            &[],
+                        )
+                        .await
+                        .unwrap();
+                    if r.get::<_, String>(0) != default_path
+                        || r.get::<_, String>(1) != *app
+                        || !r.get::<_, bool>(2)
+                    {
+                        leaks.fetch_add(1, Ordering::Relaxed);
+                    }
+                    s.batch_execute(&format!(
+                        "SET search_path = leak_{i}, public; SET application_name = 'leak_{i}'; \
+                         CREATE TEMP TABLE mine (x int); SELECT pg_advisory_lock({space}, {i})"
+                    ))
+                    .await
+                    .expect("session statements");
+                    // The session sees its own state.
+                    let r = s
+                        .query_one("SELECT current_setting('application_name')", &[])
+                        .await
+                        .unwrap();
+                    assert_eq!(r.get::<_, String>(0), format!("leak_{i}"));
+                } else {
+                    let r = db
+                        .query_one(
+                            "SELECT current_setting('search_path'), current_setting('application_name'), \
+                             pg_my_temp_schema()::int8",
+                            &[],
+                        )
+                        .await
+                        .unwrap();
+                    if r.get::<_, String>(0) != default_path
+                        || r.get::<_, String>(1) != *app
+                        || r.get::<_, i64>(2) != 0
+                    {
+                        leaks.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await;
+    }
+    assert_eq!(leaks.load(Ordering::Relaxed), 0, "session state leaked");
+    let (open, held) = db.pinned_counts();
+    assert!(open <= 4 && held == 0, "open={open} held={held}");
+    // Advisory locks taken in sessions were released by the reset.
+    let s = db.session().await.unwrap();
+    drop(s);
+    db.close().await;
+    let locks = psql(&format!(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
+         AND classid = {space}::oid AND objsubid = 2"
+    ));
+    assert_eq!(locks.trim(), "0");
+}
+
+pub async fn concurrent_transfers_keep_the_total<H: Harness>() {
+    let table: Arc<str> = format!("tx_accounts_{}", H::name()).into();
+    psql(&format!(
+        "DROP TABLE IF EXISTS {table}; \
+         CREATE TABLE {table} (id int PRIMARY KEY, balance int8 NOT NULL); \
+         INSERT INTO {table} SELECT g, 1000 FROM generate_series(1, 20) g;"
+    ));
+    let db = client::<H>(|c| c.pinned_size = 4).await;
+    let tasks: Vec<_> = (0..200u64)
+        .map(|i| {
+            let (db, table) = (db.clone(), table.clone());
+            H::spawn(async move {
+                let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                x ^= x >> 29;
+                let a = (x % 20) as i32 + 1;
+                let b = ((x / 20) % 19) as i32 + 1;
+                let b = if b >= a { b + 1 } else { b };
+                let amount = (x % 50) as i64 + 1;
+                let tx = db.transaction().await.expect("begin");
+                // Lock rows in id order so concurrent transfers cannot deadlock.
+                let (first, second) = if a < b { (a, b) } else { (b, a) };
+                let update = format!("UPDATE {table} SET balance = balance + $1 WHERE id = $2");
+                for id in [first, second] {
+                    let delta = if id == a { -amount } else { amount };
+                    tx.execute(&update, &[&delta, &id]).await.expect("update");
+                }
+                if i % 7 == 0 {
+                    tx.rollback().await.expect("rollback");
+                } else if i % 11 == 0 {
+                    drop(tx); // dropped without commit: rolled back
+                } else {
+                    tx.commit().await.expect("commit");
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await;
+    }
+    let total = db
+        .query_one(&format!("SELECT sum(balance)::int8 FROM {table}"), &[])
+        .await
+        .unwrap();
+    assert_eq!(total.get::<_, i64>(0), 20_000);
+    db.close().await;
+}
+
+pub async fn errors_and_drops_roll_back_and_the_connection_comes_back_clean<H: Harness>() {
+    let t = format!("tx_items_{}", H::name());
+    psql(&format!(
+        "DROP TABLE IF EXISTS {t}; CREATE TABLE {t} (id int PRIMARY KEY);"
+    ));
+    let insert = |id: i32| format!("INSERT INTO {t} VALUES ({id})");
+    let db = client::<H>(|c| c.pinned_size = 1).await;
+    // An error inside the transaction: COMMIT reports the rollback.
+    let tx = db.transaction().await.unwrap();
+    tx.execute(&insert(1), &[]).await.unwrap();
+    let e = tx.execute("SELECT 1 / 0", &[]).await.unwrap_err();
+    assert_eq!(e.code(), Some("22012"));
+    assert!(matches!(tx.commit().await, Err(Error::RolledBack)));
+    // Dropped without commit.
+    let tx = db.transaction().await.unwrap();
+    tx.execute(&insert(2), &[]).await.unwrap();
+    tx.batch_execute("SET LOCAL statement_timeout = 1234; PREPARE mine AS SELECT 1")
+        .await
+        .unwrap();
+    drop(tx);
+    // The same (only) exclusive connection, clean for the next user.
+    let s = db.session().await.unwrap();
+    let r = s
+        .query_one(
+            &format!(
+                "SELECT (SELECT count(*) FROM {t}), current_setting('statement_timeout'), \
+                 (SELECT count(*) FROM pg_prepared_statements WHERE name = 'mine')"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.get::<_, i64>(0), 0, "nothing committed");
+    assert_eq!(r.get::<_, String>(1), "0");
+    assert_eq!(r.get::<_, i64>(2), 0, "DISCARD ALL ran");
+    // SAVEPOINT outside a transaction block is an error: the dropped transaction is gone.
+    let e = s.batch_execute("SAVEPOINT probe").await.unwrap_err();
+    assert_eq!(e.code(), Some("25P01"), "{e}");
+    drop(s);
+    // Savepoints nest and roll back on their own.
+    let mut tx = db.transaction().await.unwrap();
+    tx.execute(&insert(10), &[]).await.unwrap();
+    {
+        let mut sp = tx.savepoint().await.unwrap();
+        sp.execute(&insert(11), &[]).await.unwrap();
+        {
+            let inner = sp.savepoint().await.unwrap();
+            inner.execute(&insert(12), &[]).await.unwrap();
+            inner.rollback().await.unwrap();
+        }
+        sp.commit().await.unwrap();
+    }
+    {
+        let sp = tx.savepoint().await.unwrap();
+        sp.execute(&insert(13), &[]).await.unwrap();
+        // dropped: rolled back to the savepoint
+    }
+    tx.commit().await.unwrap();
+    let ids: Vec<i32> = db
+        .query(&format!("SELECT id FROM {t} ORDER BY id"), &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ids, vec![10, 11]);
+    db.close().await;
+}
+
+pub async fn a_checkout_that_would_wait_for_itself_is_refused<H: Harness>() {
+    let db = client::<H>(|c| c.pinned_size = 1).await;
+    let s = db.session().await.unwrap();
+    assert!(matches!(
+        db.transaction().await,
+        Err(Error::RecursiveCheckout)
+    ));
+    assert!(matches!(db.session().await, Err(Error::RecursiveCheckout)));
+    drop(s);
+    let s2 = db.session().await.unwrap();
+    s2.query("SELECT 1", &[]).await.unwrap();
+    drop(s2);
+    db.close().await;
+}
+
+pub async fn listen_delivers_notifications_to_the_session<H: Harness>() {
+    let channel = format!("pgpipe_events_{}", H::name());
+    let db = client::<H>(|c| c.pipeline_size = 1).await;
+    let s = db.session().await.unwrap();
+    s.batch_execute(&format!("LISTEN {channel}")).await.unwrap();
+    for i in 0..3 {
+        db.query(
+            "SELECT pg_notify($1, $2)",
+            &[&channel, &format!("event-{i}")],
+        )
+        .await
+        .unwrap();
+    }
+    for i in 0..3 {
+        let n = s.next_notification().await.unwrap();
+        assert_eq!(n.channel, channel);
+        assert_eq!(n.payload, format!("event-{i}"));
+    }
+    assert!(s.try_next_notification().is_none());
+    drop(s);
+    db.close().await;
+}
+
+pub async fn a_slow_query_does_not_stall_callers_routed_elsewhere<H: Harness>() {
+    let db = client::<H>(|c| c.pipeline_size = 2).await;
+    db.query("SELECT $1::int4", &[&0i32]).await.unwrap();
+    let slow_done = Arc::new(AtomicBool::new(false));
+    let slow = {
+        let (db, slow_done) = (db.clone(), slow_done.clone());
+        H::spawn(async move {
+            let r = db.query("SELECT pg_sleep(2)", &[]).await.map(|_| ());
+            slow_done.store(true, Ordering::SeqCst);
+            r
+        })
+    };
+    H::sleep(Duration::from_millis(100)).await;
+    let started = std::time::Instant::now();
+    for i in 0..200i32 {
+        let r = db.query_one("SELECT $1::int4", &[&i]).await.unwrap();
+        assert_eq!(r.get::<_, i32>(0), i);
+    }
+    // All 200 finished while the slow statement still held the other connection.
+    assert!(
+        !slow_done.load(Ordering::SeqCst),
+        "fast callers waited for the slow one ({:?})",
+        started.elapsed()
+    );
+    slow.await.unwrap();
+    db.close().await;
+}
+
+pub async fn a_full_mailbox_makes_callers_wait_instead_of_growing<H: Harness>() {
+    let db = client::<H>(|c| {
+        c.pipeline_size = 1;
+        c.max_in_flight = 4;
+        c.mailbox_size = 8;
+    })
+    .await;
+    let tasks: Vec<_> = (0..2000i32)
+        .map(|i| {
+            let db = db.clone();
+            H::spawn(async move {
+                db.query_one("SELECT $1::int4", &[&i])
+                    .await
+                    .unwrap()
+                    .get::<_, i32>(0)
+            })
+        })
+        .collect();
+    for (i, t) in tasks.into_iter().enumerate() {
+        assert_eq!(t.await, i as i32);
+    }
+    let s = db.stats().total;
+    assert!(s.in_flight_peak <= 4, "{s:?}");
+    assert!(
+        s.queued_peak <= 8 + 1,
+        "mailbox bound (plus one prepare): {s:?}"
+    );
+    db.close().await;
+}
+
+pub async fn abort_fails_everything_at_once<H: Harness>() {
+    let db = client::<H>(|c| c.pipeline_size = 2).await;
+    db.query("SELECT pg_sleep($1::float8)", &[&0.0f64])
+        .await
+        .unwrap();
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let db = db.clone();
+            H::spawn(async move { db.query("SELECT pg_sleep($1::float8)", &[&3.0f64]).await })
+        })
+        .collect();
+    H::sleep(Duration::from_millis(100)).await;
+    let started = std::time::Instant::now();
+    db.abort();
+    for t in tasks {
+        match t.await {
+            Err(Error::Indeterminate { .. }) | Err(Error::NotDispatched { .. }) => {}
+            other => panic!("expected a typed failure, got {other:?}"),
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "abort does not wait for the server"
+    );
+    assert!(db.query("SELECT 1", &[]).await.is_err());
+}
+
+pub async fn commit_with_unknown_outcome_is_indeterminate_commit<H: Harness>() {
+    let t = format!("tx_slow_commit_{}", H::name());
+    psql(&format!(
+        "DROP TABLE IF EXISTS {t}; CREATE TABLE {t} (id int); \
+         CREATE OR REPLACE FUNCTION {t}_fn() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN PERFORM pg_sleep(2); RETURN NULL; END $$; \
+         CREATE CONSTRAINT TRIGGER {t}_trg AFTER INSERT ON {t} \
+         DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {t}_fn();"
+    ));
+    let db = client::<H>(|c| c.pinned_size = 1).await;
+    let tx = db.transaction().await.unwrap();
+    let pid: i32 = tx
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    tx.execute(&format!("INSERT INTO {t} VALUES (1)"), &[])
+        .await
+        .unwrap();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        psql(&format!("SELECT pg_terminate_backend({pid})"));
+    });
+    match tx.commit().await {
+        Err(Error::IndeterminateCommit { .. }) => {}
+        other => panic!("expected IndeterminateCommit, got {other:?}"),
+    }
+    killer.join().unwrap();
+    // The dead exclusive connection is replaced on the next checkout.
+    let s = db.session().await.unwrap();
+    s.query("SELECT 1", &[]).await.unwrap();
+    drop(s);
+    db.close().await;
+}
