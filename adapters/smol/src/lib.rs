@@ -16,6 +16,7 @@ use std::future::Future;
 use std::io;
 use std::net::TcpStream;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -53,26 +54,7 @@ impl Runtime for SmolRuntime {
     type Connect = Pin<Box<dyn Future<Output = io::Result<Self::Socket>> + Send>>;
 
     fn connect(&self, host: &str, port: u16) -> Self::Connect {
-        let host = host.to_owned();
-        Box::pin(async move {
-            let host = host.as_str();
-
-            let addrs = smol::net::resolve((host, port)).await?;
-            let mut last = io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("{host} resolved to no address"),
-            );
-            for addr in addrs {
-                match Async::<TcpStream>::connect(addr).await {
-                    Ok(s) => {
-                        s.get_ref().set_nodelay(true)?;
-                        return Ok(FuturesIo(s));
-                    }
-                    Err(e) => last = e,
-                }
-            }
-            Err(last)
-        })
+        Box::pin(connect_tcp(host.to_owned(), port))
     }
 
     fn now(&self) -> Instant {
@@ -93,12 +75,76 @@ impl<F: Future<Output = ()> + Send + 'static> Spawn<F> for SmolRuntime {
     }
 }
 
+/// Connection tasks on a `LocalExecutor` the application drives, so callers and connection
+/// tasks share one thread (as on a current-thread tokio runtime or glommio): no wakeup crosses
+/// threads. The client is `!Send` and must stay on that thread.
+#[derive(Clone)]
+pub struct SmolLocalRuntime {
+    executor: Rc<async_executor::LocalExecutor<'static>>,
+}
+
+impl SmolLocalRuntime {
+    /// Connection tasks run on `executor`; the application must keep running it.
+    pub fn on(executor: Rc<async_executor::LocalExecutor<'static>>) -> Self {
+        SmolLocalRuntime { executor }
+    }
+}
+
+impl Runtime for SmolLocalRuntime {
+    type Socket = FuturesIo<Async<TcpStream>>;
+    type Sleep = Timer;
+    type Connect = Pin<Box<dyn Future<Output = io::Result<Self::Socket>>>>;
+
+    fn connect(&self, host: &str, port: u16) -> Self::Connect {
+        Box::pin(connect_tcp(host.to_owned(), port))
+    }
+
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> Timer {
+        Timer::at(deadline)
+    }
+}
+
+impl<F: Future<Output = ()> + 'static> Spawn<F> for SmolLocalRuntime {
+    fn spawn(&self, fut: F) {
+        self.executor.spawn(fut).detach();
+    }
+}
+
+/// A pgpipe client whose connection tasks run on a [`SmolLocalRuntime`].
+pub type LocalClient = pgpipe::Client<SmolLocalRuntime>;
+
+/// Resolves and connects, trying each address in turn, with TCP_NODELAY set.
+async fn connect_tcp(host: String, port: u16) -> io::Result<FuturesIo<Async<TcpStream>>> {
+    let addrs = smol::net::resolve((host.as_str(), port)).await?;
+    let mut last = io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{host} resolved to no address"),
+    );
+    for addr in addrs {
+        match Async::<TcpStream>::connect(addr).await {
+            Ok(s) => {
+                s.get_ref().set_nodelay(true)?;
+                return Ok(FuturesIo(s));
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
 /// Connects with a `postgres://` URL (options such as `pipeline_size` go in its query string).
 pub async fn connect(url: &str) -> Result<Client, Error> {
     connect_with(Config::from_url(url)?).await
 }
 
-/// Connects with a [`Config`], running connection tasks on smol's global executor.
+/// Connects with a [`Config`], running connection tasks on smol's global executor. That
+/// executor has one thread unless `SMOL_THREADS` says otherwise, shared by every client that
+/// uses it; pass your own executor with `pgpipe::Client::connect(SmolRuntime::on(ex), config)`
+/// or [`SmolLocalRuntime`].
 pub async fn connect_with(config: Config) -> Result<Client, Error> {
     pgpipe::Client::connect(SmolRuntime::global(), config).await
 }

@@ -41,7 +41,10 @@ fn one_client_from_many_threads_on_an_owned_executor() {
             .map(|i| {
                 let db = db.clone();
                 ex.spawn(async move {
-                    let row = db.query_one("SELECT $1::int8 + 1", &[&i]).await.expect("query");
+                    let row = db
+                        .query_one("SELECT $1::int8 + 1", &[&i])
+                        .await
+                        .expect("query");
                     assert_eq!(row.get::<_, i64>(0), i + 1);
                     std::thread::current().id()
                 })
@@ -73,7 +76,10 @@ fn callers_on_a_local_executor() {
                 let db = db.clone();
                 let marker = std::rc::Rc::new(i);
                 local.spawn(async move {
-                    let row = db.query_one("SELECT $1::int4", &[&*marker]).await.expect("query");
+                    let row = db
+                        .query_one("SELECT $1::int4", &[&*marker])
+                        .await
+                        .expect("query");
                     assert_eq!(row.get::<_, i32>(0), *marker);
                 })
             })
@@ -81,6 +87,34 @@ fn callers_on_a_local_executor() {
         for t in tasks {
             t.await;
         }
+        db.close().await;
+    })));
+}
+
+#[test]
+fn connection_tasks_on_a_local_executor() {
+    let local = std::rc::Rc::new(LocalExecutor::new());
+    futures_lite::future::block_on(local.run(bounded(async {
+        let rt = pgpipe_smol::SmolLocalRuntime::on(local.clone());
+        let db = pgpipe::Client::connect(rt, config())
+            .await
+            .expect("connect");
+        let tasks: Vec<_> = (0..500i32)
+            .map(|i| {
+                let db = db.clone();
+                local.spawn(async move {
+                    let row = db.query_one("SELECT $1::int4", &[&i]).await.expect("query");
+                    assert_eq!(row.get::<_, i32>(0), i);
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await;
+        }
+        let s = db.stats().total;
+        assert_eq!(s.ready_per_unit(), 1.0);
+        // Callers and drivers share the thread, so replies pile up between reads.
+        assert!(s.units_per_readable() > 2.0, "{s:?}");
         db.close().await;
     })));
 }

@@ -103,6 +103,10 @@ pub(crate) struct State {
     pub(crate) task_waker: Option<Waker>,
     pub(crate) wake_pending: bool,
     pub(crate) status: Status,
+    /// Callers waiting for mailbox room, oldest first.
+    pub(crate) space_waiters: VecDeque<Arc<SpaceWaiter>>,
+    /// Slots granted to waiters that have not pushed their unit yet.
+    pub(crate) reserved: usize,
 }
 
 /// A NOTIFY delivered to a session that LISTENs.
@@ -131,8 +135,6 @@ pub(crate) const NOTIFICATION_BACKLOG: usize = 10_000;
 pub(crate) struct ConnShared {
     pub(crate) state: Mutex<State>,
     pub(crate) counters: Counters,
-    /// Signalled when the mailbox has room again (or the connection stopped).
-    pub(crate) space: Event,
     /// Signalled when the task has exited.
     pub(crate) exited: Event,
     pub(crate) exited_flag: AtomicBool,
@@ -158,9 +160,10 @@ impl ConnShared {
                 task_waker: None,
                 wake_pending: false,
                 status: Status::Dead("not connected yet".into()),
+                space_waiters: VecDeque::new(),
+                reserved: 0,
             }),
             counters: Counters::default(),
-            space: Event::new(),
             exited: Event::new(),
             exited_flag: AtomicBool::new(false),
             open_flag: AtomicBool::new(false),
@@ -198,35 +201,39 @@ impl ConnShared {
 
     /// Stops accepting work; the task drains what was accepted, then closes.
     pub(crate) fn begin_close(&self) {
-        let waker = {
+        let mut wakes = DeferredWakes::default();
+        {
             let mut st = lock(&self.state);
             // A connection that is reconnecting must stop trying too.
             if matches!(st.status, Status::Open | Status::Dead(_)) {
                 self.set_status(&mut st, Status::Closing);
             }
-            st.task_waker.take()
-        };
-        self.space.notify(usize::MAX);
-        if let Some(w) = waker {
-            w.wake();
+            // Callers waiting for room must see the new status.
+            self.wake_waiters(&mut st, &mut wakes);
+            if let Some(w) = st.task_waker.take() {
+                wakes.push(w);
+            }
         }
+        wakes.wake_all();
     }
 
     /// Fails everything at once: the task fails sent units as `Indeterminate` and queued ones as
     /// `NotDispatched` at its next tick, then closes the socket.
     pub(crate) fn abort(&self) {
         self.abort_flag.store(true, Release);
-        let waker = {
+        let mut wakes = DeferredWakes::default();
+        {
             let mut st = lock(&self.state);
             if matches!(st.status, Status::Open | Status::Closing) {
                 self.set_status(&mut st, Status::Closing);
             }
-            st.task_waker.take()
-        };
-        self.space.notify(usize::MAX);
-        if let Some(w) = waker {
-            w.wake();
+            // Callers waiting for room must see the new status.
+            self.wake_waiters(&mut st, &mut wakes);
+            if let Some(w) = st.task_waker.take() {
+                wakes.push(w);
+            }
         }
+        wakes.wake_all();
     }
 
     /// Queues a simple-protocol unit without waiting (exclusive connections: resets and
@@ -329,70 +336,117 @@ impl ConnShared {
         stmt: &Statement,
         params: encode::Params<'_>,
     ) -> Result<Option<Arc<QueryWaiter>>, Error> {
-        loop {
-            let listener = {
-                let mut st = lock(&self.state);
-                status_check(&st.status)?;
-                if !stmt.live.load(Relaxed) {
-                    return Ok(None);
-                }
-                if st.queue.len() < self.mailbox_size {
-                    let start = st.committed;
-                    st.buf.truncate(start);
-                    encode::execute(&stmt.name, &stmt.params, params, &mut st.buf)?;
-                    let waiter = Arc::new(QueryWaiter::new());
-                    let waker = self.push_locked(
-                        &mut st,
-                        start,
-                        Token::Query(waiter.clone()),
-                        UnitKind::Execute(stmt.columns.clone()),
-                        false,
-                    );
-                    drop(st);
-                    if let Some(w) = waker {
-                        w.wake();
-                    }
-                    return Ok(Some(waiter));
-                }
-                // Backpressure: listen first, then release the lock, so a pump that frees room
-                // after this point is not missed.
-                self.space.listen()
-            };
-            listener.await;
-        }
+        self.with_room(|st| {
+            if !stmt.live.load(Relaxed) {
+                return Ok(None);
+            }
+            let start = st.committed;
+            st.buf.truncate(start);
+            encode::execute(&stmt.name, &stmt.params, params, &mut st.buf)?;
+            let waiter = Arc::new(QueryWaiter::new());
+            let kind = UnitKind::Execute(stmt.columns.clone());
+            let waker = self.push_locked(st, start, Token::Query(waiter.clone()), kind, false);
+            Ok(Some((waiter, waker)))
+        })
+        .await
+        .map(|r| r.map(wake_and_return))
     }
 
-    /// Encodes a typed unit into the mailbox (no statement cache).
+    /// Encodes a typed unit into the mailbox (no statement cache), waiting for room.
     pub(crate) async fn submit_typed(
         &self,
         sql: &str,
         params: &[(&(dyn postgres_types::ToSql + Sync), Type)],
     ) -> Result<Arc<QueryWaiter>, Error> {
+        self.with_room(|st| {
+            let start = st.committed;
+            st.buf.truncate(start);
+            encode::typed(sql, params, &mut st.buf)?;
+            let waiter = Arc::new(QueryWaiter::new());
+            let waker = self.push_locked(
+                st,
+                start,
+                Token::Query(waiter.clone()),
+                UnitKind::Typed,
+                false,
+            );
+            Ok((waiter, waker))
+        })
+        .await
+        .map(wake_and_return)
+    }
+
+    /// Runs `f` under the state lock once the mailbox has room for one more unit.
+    ///
+    /// Backpressure is FIFO: a caller that finds the mailbox full, or other callers already
+    /// waiting, queues behind them; the task grants freed slots to waiters in order and
+    /// reserves them, so a newcomer cannot take a slot from someone who waited for it.
+    async fn with_room<T>(
+        &self,
+        mut f: impl FnMut(&mut State) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let mut ticket: Option<Ticket<'_>> = None;
         loop {
-            let listener = {
+            {
                 let mut st = lock(&self.state);
                 status_check(&st.status)?;
-                if st.queue.len() < self.mailbox_size {
-                    let start = st.committed;
-                    st.buf.truncate(start);
-                    encode::typed(sql, params, &mut st.buf)?;
-                    let waiter = Arc::new(QueryWaiter::new());
-                    let waker = self.push_locked(
-                        &mut st,
-                        start,
-                        Token::Query(waiter.clone()),
-                        UnitKind::Typed,
-                        false,
-                    );
-                    drop(st);
-                    if let Some(w) = waker {
-                        w.wake();
+                let may_go = match &ticket {
+                    Some(t) => t.slot.granted.load(Relaxed),
+                    None => {
+                        st.space_waiters.is_empty()
+                            && st.queue.len() + st.reserved < self.mailbox_size
                     }
-                    return Ok(waiter);
+                };
+                if may_go {
+                    if let Some(t) = &mut ticket {
+                        // Consume the reservation: the unit pushed below takes its place.
+                        st.reserved -= 1;
+                        t.consumed = true;
+                    }
+                    let r = f(&mut st);
+                    // If `f` pushed nothing (bad input, evicted statement), the slot is free
+                    // again: pass it on rather than wait for the next tick.
+                    let mut wakes = DeferredWakes::default();
+                    if !st.space_waiters.is_empty() {
+                        self.grant_room(&mut st, &mut wakes);
+                    }
+                    drop(st);
+                    wakes.wake_all();
+                    return r;
                 }
-                self.space.listen()
+                ticket.get_or_insert_with(|| {
+                    let slot = Arc::new(SpaceWaiter::default());
+                    st.space_waiters.push_back(slot.clone());
+                    Ticket {
+                        conn: self,
+                        slot,
+                        consumed: false,
+                    }
+                });
+            }
+            let slot = ticket.as_ref().map(|t| t.slot.clone());
+            if let Some(slot) = slot {
+                futures_lite::future::poll_fn(|cx| slot.poll_granted(cx)).await;
+            }
+        }
+    }
+
+    /// Grants freed mailbox slots to waiting callers, oldest first (called by the task with the
+    /// state lock held; the wakeups go to `wakes`, woken after the tick).
+    pub(crate) fn grant_room(&self, st: &mut State, wakes: &mut DeferredWakes) {
+        while st.queue.len() + st.reserved < self.mailbox_size {
+            let Some(w) = st.space_waiters.pop_front() else {
+                break;
             };
-            listener.await;
+            st.reserved += 1;
+            w.grant(wakes);
+        }
+    }
+
+    /// Wakes every waiting caller so it sees a changed status (closing, dead).
+    pub(crate) fn wake_waiters(&self, st: &mut State, wakes: &mut DeferredWakes) {
+        for w in st.space_waiters.drain(..) {
+            w.wake(wakes);
         }
     }
 
@@ -471,6 +525,74 @@ impl State {
                 s.live.store(false, Relaxed);
             }
         }
+    }
+}
+
+fn wake_and_return(r: (Arc<QueryWaiter>, Option<Waker>)) -> Arc<QueryWaiter> {
+    if let Some(w) = r.1 {
+        w.wake();
+    }
+    r.0
+}
+
+/// A caller waiting for mailbox room.
+#[derive(Default)]
+pub(crate) struct SpaceWaiter {
+    granted: AtomicBool,
+    woken: AtomicBool,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl SpaceWaiter {
+    fn grant(&self, wakes: &mut DeferredWakes) {
+        self.granted.store(true, Relaxed);
+        self.wake(wakes);
+    }
+
+    fn wake(&self, wakes: &mut DeferredWakes) {
+        self.woken.store(true, Release);
+        if let Some(w) = lock(&self.waker).take() {
+            wakes.push(w);
+        }
+    }
+
+    fn poll_granted(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.woken.swap(false, Acquire) {
+            return std::task::Poll::Ready(());
+        }
+        *lock(&self.waker) = Some(cx.waker().clone());
+        // Re-check: a wake between the swap and storing the waker must not be lost.
+        if self.woken.swap(false, Acquire) {
+            return std::task::Poll::Ready(());
+        }
+        std::task::Poll::Pending
+    }
+}
+
+/// A caller's place in the backpressure queue. Dropping it (the caller gave up, or got its
+/// slot) leaves the queue; an unused reservation passes to the next waiter.
+struct Ticket<'a> {
+    conn: &'a ConnShared,
+    slot: Arc<SpaceWaiter>,
+    consumed: bool,
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        if self.consumed {
+            return;
+        }
+        let mut wakes = DeferredWakes::default();
+        {
+            let mut st = lock(&self.conn.state);
+            if self.slot.granted.load(Relaxed) {
+                st.reserved -= 1;
+                self.conn.grant_room(&mut st, &mut wakes);
+            } else {
+                st.space_waiters.retain(|w| !Arc::ptr_eq(w, &self.slot));
+            }
+        }
+        wakes.wake_all();
     }
 }
 

@@ -85,8 +85,6 @@ pub struct ConnTask<R: Runtime> {
     opened: Option<Arc<Waiter<Result<(), Error>>>>,
     backoff: Duration,
     terminating: bool,
-    /// Mailbox slots freed this tick; waiting submitters are notified after the tick.
-    space_freed: usize,
 }
 
 const BACKOFF_START: Duration = Duration::from_millis(50);
@@ -120,7 +118,6 @@ impl<R: Runtime> ConnTask<R> {
             opened: Some(opened),
             backoff: BACKOFF_START,
             terminating: false,
-            space_freed: 0,
         }
     }
 
@@ -452,8 +449,8 @@ impl<R: Runtime> ConnTask<R> {
             c.queued.fetch_sub(moved as u64, Relaxed);
             let now = c.in_flight.fetch_add(moved as u64, Relaxed) + moved as u64;
             c.in_flight_peak.fetch_max(now, Relaxed);
-            // Room in the mailbox: waiting submitters retry once the tick is over.
-            self.space_freed += moved;
+            // Room in the mailbox: granted to waiting callers in order, woken after the tick.
+            shared.grant_room(&mut st, &mut self.wakes);
         }
         drop(st);
         idle_closing
@@ -514,6 +511,8 @@ impl<R: Runtime> ConnTask<R> {
             // Statements die with their connection: a caller still holding one must prepare
             // again on the next backend. Pending prepares are failed below.
             st.forget_statements();
+            // Callers waiting for room see the connection is gone (and go elsewhere).
+            self.shared.wake_waiters(&mut st, &mut self.wakes);
             std::mem::take(&mut st.queue)
         };
         c.queued.fetch_sub(queued.len() as u64, Relaxed);
@@ -530,8 +529,6 @@ impl<R: Runtime> ConnTask<R> {
         self.socket = None;
         self.rbuf.clear();
         self.wbuf.clear();
-        // Submitters waiting for room must see the new status (after the tick).
-        self.space_freed = usize::MAX;
         let stopping = self.shared.abort_flag.load(Relaxed) || self.exclusive;
         if stopping {
             return self.finish(Status::Dead(reason));
@@ -542,8 +539,11 @@ impl<R: Runtime> ConnTask<R> {
     fn finish(&mut self, status: Status) -> Poll<()> {
         self.phase = Phase::Done;
         self.socket = None;
-        self.lock_status(status);
-        self.space_freed = usize::MAX;
+        let mut st = lock(&self.shared.state);
+        self.shared.set_status(&mut st, status);
+        // Callers waiting for room must see the new status.
+        self.shared.wake_waiters(&mut st, &mut self.wakes);
+        drop(st);
         Poll::Ready(())
     }
 }
@@ -590,11 +590,7 @@ impl<R: Runtime> Future for ConnTask<R> {
         let r = this.step(cx);
         // Every lock is released and the tick is over: now the callers may run.
         this.wakes.wake_all();
-        if this.space_freed > 0 {
-            this.shared
-                .space
-                .notify(std::mem::take(&mut this.space_freed));
-        }
+
         if r.is_ready() {
             this.shared.mark_exited();
         }
@@ -699,8 +695,9 @@ impl<R: Runtime> Drop for ConnTask<R> {
                     &mut self.wakes,
                 );
             }
+            self.shared
+                .wake_waiters(&mut lock(&self.shared.state), &mut self.wakes);
             self.wakes.wake_all();
-            self.shared.space.notify(usize::MAX);
             self.shared.mark_exited();
         }
     }
