@@ -5,16 +5,23 @@
 //!   without a server.
 //! - [`alloc`]: a counting global allocator, so a benchmark binary can report allocations per
 //!   operation next to time per operation.
+//! - [`proxy`]: the delay proxy that simulates round-trip time for the side-by-side benchmark
+//!   (`cargo run --release -p pgpipe-bench`, see `docs/BENCHMARKS.md`).
+//! - [`sys`]: CPU-time readings (process, thread, whole machine) and `ppoll`, for that benchmark.
 //!
 //! # Why this crate contains `unsafe`
 //!
 //! [`alloc::CountingAlloc`] implements [`std::alloc::GlobalAlloc`], which is an `unsafe` trait:
 //! implementing it at all requires `unsafe impl` and `unsafe fn`. The implementation only bumps
 //! an atomic counter and delegates every call unchanged to [`std::alloc::System`], so it upholds
-//! exactly the guarantees `System` does. That module is the only place `unsafe` is allowed; the
-//! rest of the crate is checked by `#![deny(unsafe_code)]`.
+//! exactly the guarantees `System` does. [`sys`] calls a handful of libc functions (getrusage,
+//! clock_gettime, ppoll, prctl) that std does not wrap. Those two modules are the only places
+//! `unsafe` is allowed; the rest of the crate is checked by `#![deny(unsafe_code)]`.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod proxy;
+pub mod sys;
 
 pub mod backend {
     //! Encoders for the backend messages a pipelined Execute unit receives.

@@ -1,0 +1,879 @@
+//! One measured run: a candidate client on its own runtime thread, a load model driving it, and
+//! the figures of the measured window.
+//!
+//! Every run gets a fresh thread and a fresh single-threaded runtime (smol, tokio or glommio),
+//! so all candidates get the same thread budget — one client thread next to the server on this
+//! 2-core machine — and nothing carries over between runs. The benchmark's own tasks and the
+//! client's tasks share that thread, as they would in an application.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use pgpipe_bench::sys::{self, MachineCpu, ThreadCpuClock};
+
+use crate::monitor::Monitor;
+use crate::plan::{Adapter, Candidate, Kind, Load, Workload};
+
+/// What a runner thread needs to know (all `Send`).
+#[derive(Clone)]
+pub struct Job {
+    /// The client configuration under test.
+    pub cand: Candidate,
+    /// What each operation does.
+    pub workload: Workload,
+    /// How load is offered.
+    pub load: Load,
+    /// Time between connecting and the measured window.
+    pub warmup: Duration,
+    /// The measured window.
+    pub window: Duration,
+    /// Where the candidate connects (the server, or a delay proxy in front of it).
+    pub host: String,
+    pub port: u16,
+    /// Credentials and database of the server.
+    pub base: pgpipe::Config,
+    /// Rows of the accounts table (keys are drawn from 1..=rows).
+    pub rows: i32,
+    /// The side connection that counts server backends.
+    pub monitor: Monitor,
+    /// The delay proxy's thread CPU clock, whose time is not the client's.
+    pub proxy_cpu: Option<ThreadCpuClock>,
+}
+
+/// The figures of one run's measured window.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Measurement {
+    /// Operations completed in the window (rw: one op = UPDATE + SELECT).
+    pub ops: u64,
+    /// Window length.
+    pub seconds: f64,
+    /// ops / seconds.
+    pub throughput: f64,
+    /// Errors over the whole run, warm-up and drain included: must be 0.
+    pub errors: u64,
+    /// The first error's message, if any.
+    pub first_error: Option<String>,
+    /// Process CPU (getrusage) minus the proxy's and the arrival generator's threads, per op.
+    pub client_cpu_us: f64,
+    /// Busy CPU of the whole machine (/proc/stat, server and proxy included), per op.
+    pub machine_cpu_us: f64,
+    /// The delay proxy's thread, per op (0 when connecting directly).
+    pub proxy_cpu_us: f64,
+    /// Latency in µs: from the op's start (closed loop), from its scheduled time (open loop),
+    /// from the common start (pool ceiling).
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub p9999_us: f64,
+    pub max_us: f64,
+    /// Latency samples behind the percentiles.
+    pub samples: u64,
+    /// Client backends of the server at the end of the window (pg_stat_activity).
+    pub server_connections: i64,
+    /// pgpipe only: units completed per readable tick, over the window.
+    pub units_per_readable: Option<f64>,
+    /// pgpipe only: socket write calls per unit, over the window.
+    pub writes_per_unit: Option<f64>,
+    /// Open loop: the arrival rate asked for.
+    pub offered_rate: Option<f64>,
+    /// Requests still unfinished when the drain limit ran out (counted in `errors` too).
+    pub unfinished: u64,
+    /// Through the delay proxy: the most any chunk went out after its due time during the
+    /// run, in µs (the proxy's own scheduling error).
+    pub proxy_late_max_us: Option<f64>,
+}
+
+/// One database operation with its arguments.
+#[derive(Debug, Clone, Copy)]
+pub enum Op {
+    Point(i32),
+    Select1,
+    ReadWrite { aid: i32, delta: i32 },
+    Sleep(f64),
+}
+
+pub const POINT_SQL: &str = "SELECT abalance FROM pgpipe_bench_accounts WHERE aid = $1";
+pub const SELECT1_SQL: &str = "SELECT 1";
+pub const UPDATE_SQL: &str =
+    "UPDATE pgpipe_bench_accounts SET abalance = abalance + $1 WHERE aid = $2";
+pub const SLEEP_SQL: &str = "SELECT pg_sleep($1)";
+/// Server-side wait of the pool-ceiling experiment (seeds/003: 600 × 5 ms).
+pub const SLEEP_SECONDS: f64 = 0.005;
+
+/// Small, fast PRNG (xorshift64*) for keys; one per task, so no shared state.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn key(&mut self, rows: i32) -> i32 {
+        1 + (self.next() % rows as u64) as i32
+    }
+}
+
+impl Workload {
+    fn op(self, rng: &mut Rng, rows: i32) -> Op {
+        match self {
+            Workload::Point => Op::Point(rng.key(rows)),
+            Workload::Select1 => Op::Select1,
+            Workload::ReadWrite => Op::ReadWrite {
+                aid: rng.key(rows),
+                delta: (rng.next() % 2001) as i32 - 1000,
+            },
+            Workload::Sleep => Op::Sleep(SLEEP_SECONDS),
+        }
+    }
+}
+
+/// A candidate client seen by the load models.
+pub trait Db: Clone + 'static {
+    /// The handle task `i` uses (tokio-postgres with N connections spreads tasks over them).
+    fn for_task(&self, _i: usize) -> Self {
+        self.clone()
+    }
+    /// Runs one operation and checks its result.
+    async fn op(&self, op: Op) -> Result<(), String>;
+    /// pgpipe's fill counters: (units completed, readable ticks, write calls).
+    fn fill(&self) -> Option<(u64, u64, u64)> {
+        None
+    }
+}
+
+/// Spawning and sleeping on the runner thread's runtime; futures need not be `Send`.
+pub trait LocalRt: Clone + 'static {
+    fn spawn<F: Future<Output = ()> + 'static>(&self, f: F);
+    async fn sleep(&self, d: Duration);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The recorder: thread-local, because every task of a run lives on the runner thread.
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Completions in the window count, latency from the op's start.
+    Closed,
+    /// Latency of every request *scheduled* in the window, from its scheduled time.
+    Open,
+}
+
+struct Rec {
+    mode: Cell<Mode>,
+    t0: Cell<Option<Instant>>,
+    t1: Cell<Option<Instant>>,
+    stop: Cell<bool>,
+    hist: RefCell<Histogram<u64>>,
+    done: Cell<u64>,
+    errors: Cell<u64>,
+    first_error: RefCell<Option<String>>,
+    finished: Cell<u64>,
+}
+
+thread_local! {
+    static REC: Rec = Rec {
+        mode: Cell::new(Mode::Closed),
+        t0: Cell::new(None),
+        t1: Cell::new(None),
+        stop: Cell::new(false),
+        // ns, up to 10 minutes, 3 significant digits.
+        hist: RefCell::new(Histogram::new_with_max(600_000_000_000, 3).expect("histogram bounds")),
+        done: Cell::new(0),
+        errors: Cell::new(0),
+        first_error: RefCell::new(None),
+        finished: Cell::new(0),
+    };
+}
+
+fn stopping() -> bool {
+    REC.with(|r| r.stop.get())
+}
+
+/// Records one finished op. `from` is its start (closed) or scheduled time (open).
+fn record(from: Instant, end: Instant, result: Result<(), String>) {
+    REC.with(|r| {
+        r.finished.set(r.finished.get() + 1);
+        if let Err(e) = result {
+            r.errors.set(r.errors.get() + 1);
+            r.first_error.borrow_mut().get_or_insert(e);
+        }
+        let Some(t0) = r.t0.get() else { return };
+        let end_in_window = end >= t0 && r.t1.get().is_none_or(|t1| end < t1);
+        if end_in_window {
+            r.done.set(r.done.get() + 1);
+        }
+        let sample = match r.mode.get() {
+            Mode::Closed => end_in_window,
+            Mode::Open => from >= t0 && r.t1.get().is_none_or(|t1| from < t1),
+        };
+        if sample {
+            let ns = end.saturating_duration_since(from).as_nanos() as u64;
+            r.hist.borrow_mut().saturating_record(ns.max(1));
+        }
+    });
+}
+
+struct Snapshot {
+    at: Instant,
+    process: Duration,
+    helpers: Duration,
+    proxy: Duration,
+    machine: MachineCpu,
+    fill: Option<(u64, u64, u64)>,
+}
+
+fn snapshot<D: Db>(db: &D, job: &Job, generator: Option<ThreadCpuClock>) -> Snapshot {
+    let proxy = job.proxy_cpu.and_then(|c| c.read()).unwrap_or_default();
+    let gen = generator.and_then(|c| c.read()).unwrap_or_default();
+    Snapshot {
+        at: Instant::now(),
+        process: sys::process_cpu(),
+        helpers: proxy + gen,
+        proxy,
+        machine: MachineCpu::read(),
+        fill: db.fill(),
+    }
+}
+
+fn measurement(a: &Snapshot, b: &Snapshot, conns: i64, job: &Job) -> Measurement {
+    REC.with(|r| {
+        let ops = r.done.get();
+        let per_op = |d: Duration| {
+            if ops == 0 {
+                0.0
+            } else {
+                d.as_secs_f64() * 1e6 / ops as f64
+            }
+        };
+        let client = (b.process.saturating_sub(a.process))
+            .saturating_sub(b.helpers.saturating_sub(a.helpers));
+        let h = r.hist.borrow();
+        let q = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
+        let seconds = (b.at - a.at).as_secs_f64();
+        let (upr, wpu) = match (a.fill, b.fill) {
+            (Some((u0, r0, w0)), Some((u1, r1, w1))) => {
+                let (u, rd, w) = (u1 - u0, r1 - r0, w1 - w0);
+                (
+                    Some(if rd == 0 { 0.0 } else { u as f64 / rd as f64 }),
+                    Some(if u == 0 { 0.0 } else { w as f64 / u as f64 }),
+                )
+            }
+            _ => (None, None),
+        };
+        Measurement {
+            ops,
+            seconds,
+            throughput: ops as f64 / seconds,
+            errors: r.errors.get(),
+            first_error: r.first_error.borrow().clone(),
+            client_cpu_us: per_op(client),
+            machine_cpu_us: per_op(b.machine.busy_since(&a.machine)),
+            proxy_cpu_us: per_op(b.proxy.saturating_sub(a.proxy)),
+            p50_us: q(0.5),
+            p90_us: q(0.9),
+            p99_us: q(0.99),
+            p999_us: q(0.999),
+            p9999_us: q(0.9999),
+            max_us: h.max() as f64 / 1e3,
+            samples: h.len(),
+            server_connections: conns,
+            units_per_readable: upr,
+            writes_per_unit: wpu,
+            offered_rate: match job.load {
+                Load::Open { rate } => Some(rate),
+                _ => None,
+            },
+            unfinished: 0,
+            proxy_late_max_us: None,
+        }
+    })
+}
+
+/// Longest wait for in-flight work after the window before the run is cut short.
+const DRAIN_LIMIT: Duration = Duration::from_secs(20);
+
+/// A wait group: every task holds a sender; `wait` returns when all are dropped.
+fn wait_group() -> (async_channel::Sender<()>, async_channel::Receiver<()>) {
+    async_channel::bounded(1)
+}
+
+async fn drained<S: LocalRt>(rt: &S, wg: async_channel::Receiver<()>) -> bool {
+    futures_lite::future::or(
+        async {
+            let _ = wg.recv().await;
+            true
+        },
+        async {
+            rt.sleep(DRAIN_LIMIT).await;
+            false
+        },
+    )
+    .await
+}
+
+/// Runs the job's load model against `db` and measures the window.
+pub async fn drive<D: Db, S: LocalRt>(db: D, rt: S, job: &Job) -> Measurement {
+    match job.load {
+        Load::Closed { tasks } => closed(db, rt, job, tasks).await,
+        Load::Open { rate } => open(db, rt, job, rate).await,
+        Load::Ceiling { queries } => ceiling(db, rt, job, queries).await,
+    }
+}
+
+async fn closed<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, tasks: usize) -> Measurement {
+    let (wg, wg_wait) = wait_group();
+    for i in 0..tasks {
+        let db = db.for_task(i);
+        let wg = wg.clone();
+        let (workload, rows) = (job.workload, job.rows);
+        rt.spawn(async move {
+            let mut rng = Rng::new(i as u64 + 1);
+            while !stopping() {
+                let op = workload.op(&mut rng, rows);
+                let start = Instant::now();
+                let r = db.op(op).await;
+                record(start, Instant::now(), r);
+            }
+            drop(wg);
+        });
+    }
+    drop(wg);
+    rt.sleep(job.warmup).await;
+    let a = snapshot(&db, job, None);
+    REC.with(|r| r.t0.set(Some(a.at)));
+    rt.sleep(job.window).await;
+    let b = snapshot(&db, job, None);
+    REC.with(|r| {
+        r.t1.set(Some(b.at));
+        r.stop.set(true);
+    });
+    let conns = job.monitor.connections();
+    let mut m = measurement(&a, &b, conns, job);
+    if !drained(&rt, wg_wait).await {
+        m.unfinished = REC.with(|r| tasks as u64 - r.finished.get().min(tasks as u64));
+        m.errors += m.unfinished.max(1);
+        m.first_error
+            .get_or_insert_with(|| "closed-loop tasks did not finish".into());
+    }
+    m
+}
+
+/// The arrival generator: a thread that wakes at each scheduled time (batching whatever is due)
+/// and hands the scheduled instants to the runner. It is a thread of its own so that every
+/// runtime gets the same schedule, whatever its timer granularity (tokio's is 1 ms).
+struct Generator {
+    stop: Arc<AtomicBool>,
+    clock: ThreadCpuClock,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl Generator {
+    fn start(rate: f64, tx: async_channel::Sender<Vec<Instant>>) -> Generator {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ctx, crx) = mpsc::channel();
+        let thread = {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("arrivals".into())
+                .spawn(move || {
+                    sys::set_timer_slack(1);
+                    let _ = ctx.send(ThreadCpuClock::current());
+                    let period = Duration::from_secs_f64(1.0 / rate);
+                    let start = Instant::now();
+                    let mut i: u64 = 0;
+                    let mut next = start;
+                    while !stop.load(Relaxed) {
+                        let now = Instant::now();
+                        let mut batch = Vec::new();
+                        while next <= now {
+                            batch.push(next);
+                            i += 1;
+                            next = start + period.mul_f64(i as f64);
+                        }
+                        if !batch.is_empty() && tx.send_blocking(batch).is_err() {
+                            break;
+                        }
+                        let now = Instant::now();
+                        if next > now {
+                            std::thread::sleep(next - now);
+                        }
+                    }
+                    i
+                })
+                .expect("spawning the arrival generator")
+        };
+        let clock = crx.recv().expect("arrival generator started");
+        Generator {
+            stop,
+            clock,
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(&mut self) -> u64 {
+        self.stop.store(true, Relaxed);
+        self.thread.take().map_or(0, |t| t.join().unwrap_or(0))
+    }
+}
+
+impl Drop for Generator {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+async fn open<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, rate: f64) -> Measurement {
+    REC.with(|r| r.mode.set(Mode::Open));
+    let (tx, rx) = async_channel::unbounded::<Vec<Instant>>();
+    let (wg, wg_wait) = wait_group();
+    let spawned = Rc::new(Cell::new(0u64));
+    {
+        let (db, rt2, wg, spawned) = (db.clone(), rt.clone(), wg.clone(), spawned.clone());
+        let (workload, rows) = (job.workload, job.rows);
+        rt.spawn(async move {
+            let mut rng = Rng::new(7);
+            while let Ok(batch) = rx.recv().await {
+                for at in batch {
+                    let op = workload.op(&mut rng, rows);
+                    let db = db.clone();
+                    let wg = wg.clone();
+                    spawned.set(spawned.get() + 1);
+                    rt2.spawn(async move {
+                        let r = db.op(op).await;
+                        record(at, Instant::now(), r);
+                        drop(wg);
+                    });
+                }
+            }
+            drop(wg);
+        });
+    }
+    drop(wg);
+    let mut gen = Generator::start(rate, tx);
+    rt.sleep(job.warmup).await;
+    let a = snapshot(&db, job, Some(gen.clock));
+    REC.with(|r| r.t0.set(Some(a.at)));
+    rt.sleep(job.window).await;
+    let b = snapshot(&db, job, Some(gen.clock));
+    REC.with(|r| r.t1.set(Some(b.at)));
+    let conns = job.monitor.connections();
+    gen.finish();
+    // Requests scheduled in the window but still running count in the latency: wait for them.
+    let ok = drained(&rt, wg_wait).await;
+    let mut m = measurement(&a, &b, conns, job);
+    if !ok {
+        m.unfinished = spawned.get() - REC.with(|r| r.finished.get()).min(spawned.get());
+        m.errors += m.unfinished.max(1);
+        m.first_error.get_or_insert_with(|| {
+            format!(
+                "open loop: {} requests unfinished {DRAIN_LIMIT:?} after the window",
+                m.unfinished
+            )
+        });
+    }
+    m
+}
+
+async fn ceiling<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, queries: usize) -> Measurement {
+    // Warm up: every connection opened and the statement prepared, without the 5 ms wait.
+    let conns = job.cand.conns;
+    let (wg, wg_wait) = wait_group();
+    for i in 0..conns * 4 {
+        let db = db.for_task(i);
+        let wg = wg.clone();
+        rt.spawn(async move {
+            let r = db.op(Op::Sleep(0.0)).await;
+            if let Err(e) = r {
+                record(Instant::now(), Instant::now(), Err(e));
+            }
+            drop(wg);
+        });
+    }
+    drop(wg);
+    drained(&rt, wg_wait).await;
+    REC.with(|r| r.finished.set(0));
+
+    let a = snapshot(&db, job, None);
+    REC.with(|r| r.t0.set(Some(a.at)));
+    let (wg, wg_wait) = wait_group();
+    for i in 0..queries {
+        let db = db.for_task(i);
+        let wg = wg.clone();
+        let start = a.at;
+        rt.spawn(async move {
+            let r = db.op(Op::Sleep(SLEEP_SECONDS)).await;
+            record(start, Instant::now(), r);
+            drop(wg);
+        });
+    }
+    drop(wg);
+    let ok = drained(&rt, wg_wait).await;
+    let b = snapshot(&db, job, None);
+    let server = job.monitor.connections();
+    let mut m = measurement(&a, &b, server, job);
+    if !ok {
+        m.unfinished = queries as u64 - REC.with(|r| r.finished.get()).min(queries as u64);
+        m.errors += m.unfinished.max(1);
+    }
+    m
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runtimes.
+
+#[derive(Clone)]
+struct TokioLocal;
+
+impl LocalRt for TokioLocal {
+    fn spawn<F: Future<Output = ()> + 'static>(&self, f: F) {
+        drop(tokio::task::spawn_local(f));
+    }
+    async fn sleep(&self, d: Duration) {
+        tokio::time::sleep(d).await
+    }
+}
+
+#[derive(Clone)]
+struct SmolLocal(Rc<async_executor::LocalExecutor<'static>>);
+
+impl LocalRt for SmolLocal {
+    fn spawn<F: Future<Output = ()> + 'static>(&self, f: F) {
+        self.0.spawn(f).detach();
+    }
+    async fn sleep(&self, d: Duration) {
+        async_io::Timer::after(d).await;
+    }
+}
+
+#[derive(Clone)]
+struct GlommioLocal;
+
+impl LocalRt for GlommioLocal {
+    fn spawn<F: Future<Output = ()> + 'static>(&self, f: F) {
+        glommio::spawn_local(f).detach();
+    }
+    async fn sleep(&self, d: Duration) {
+        glommio::timer::sleep(d).await
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Candidates.
+
+#[derive(Clone)]
+struct PgpipeDb<R: pgpipe::rt::Runtime>(pgpipe::Client<R>);
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+impl<R: pgpipe::rt::Runtime> Db for PgpipeDb<R> {
+    async fn op(&self, op: Op) -> Result<(), String> {
+        let c = &self.0;
+        match op {
+            Op::Point(aid) => {
+                let row = c.query_one(POINT_SQL, &[&aid]).await.map_err(err)?;
+                row.try_get::<_, i32>(0).map_err(err)?;
+            }
+            Op::Select1 => {
+                let row = c.query_one(SELECT1_SQL, &[]).await.map_err(err)?;
+                check_one(row.try_get::<_, i32>(0).map_err(err)?)?;
+            }
+            Op::ReadWrite { aid, delta } => {
+                let n = c.execute(UPDATE_SQL, &[&delta, &aid]).await.map_err(err)?;
+                check_updated(n)?;
+                let row = c.query_one(POINT_SQL, &[&aid]).await.map_err(err)?;
+                row.try_get::<_, i32>(0).map_err(err)?;
+            }
+            Op::Sleep(s) => {
+                c.query(SLEEP_SQL, &[&s]).await.map_err(err)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn fill(&self) -> Option<(u64, u64, u64)> {
+        let t = self.0.stats().total;
+        Some((t.units_completed, t.readable_events, t.write_calls))
+    }
+}
+
+fn check_one(v: i32) -> Result<(), String> {
+    if v == 1 {
+        Ok(())
+    } else {
+        Err(format!("SELECT 1 returned {v}"))
+    }
+}
+
+fn check_updated(n: u64) -> Result<(), String> {
+    if n == 1 {
+        Ok(())
+    } else {
+        Err(format!("UPDATE affected {n} rows, expected 1"))
+    }
+}
+
+/// One tokio-postgres connection with its statements prepared once, as a careful user would.
+struct TpgConn {
+    client: tokio_postgres::Client,
+    point: tokio_postgres::Statement,
+    select1: tokio_postgres::Statement,
+    update: tokio_postgres::Statement,
+    sleep: tokio_postgres::Statement,
+}
+
+impl TpgConn {
+    async fn connect(cfg: &tokio_postgres::Config) -> Result<TpgConn, String> {
+        let (client, conn) = cfg.connect(tokio_postgres::NoTls).await.map_err(err)?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(TpgConn {
+            point: client.prepare(POINT_SQL).await.map_err(err)?,
+            select1: client.prepare(SELECT1_SQL).await.map_err(err)?,
+            update: client.prepare(UPDATE_SQL).await.map_err(err)?,
+            sleep: client.prepare(SLEEP_SQL).await.map_err(err)?,
+            client,
+        })
+    }
+}
+
+async fn tpg_op(
+    c: &tokio_postgres::Client,
+    op: Op,
+    st: [&tokio_postgres::Statement; 4],
+) -> Result<(), String> {
+    let [point, select1, update, sleep] = st;
+    match op {
+        Op::Point(aid) => {
+            let row = c.query_one(point, &[&aid]).await.map_err(err)?;
+            row.try_get::<_, i32>(0).map_err(err)?;
+        }
+        Op::Select1 => {
+            let row = c.query_one(select1, &[]).await.map_err(err)?;
+            check_one(row.try_get::<_, i32>(0).map_err(err)?)?;
+        }
+        Op::ReadWrite { aid, delta } => {
+            check_updated(c.execute(update, &[&delta, &aid]).await.map_err(err)?)?;
+            let row = c.query_one(point, &[&aid]).await.map_err(err)?;
+            row.try_get::<_, i32>(0).map_err(err)?;
+        }
+        Op::Sleep(s) => {
+            c.query(sleep, &[&s]).await.map_err(err)?;
+        }
+    }
+    Ok(())
+}
+
+/// tokio-postgres on N connections; task `i` always uses connection `i % N`.
+#[derive(Clone)]
+struct TpgDb {
+    conns: Rc<Vec<TpgConn>>,
+    mine: usize,
+}
+
+impl Db for TpgDb {
+    fn for_task(&self, i: usize) -> Self {
+        TpgDb {
+            conns: self.conns.clone(),
+            mine: i % self.conns.len(),
+        }
+    }
+    async fn op(&self, op: Op) -> Result<(), String> {
+        let c = &self.conns[self.mine];
+        tpg_op(&c.client, op, [&c.point, &c.select1, &c.update, &c.sleep]).await
+    }
+}
+
+/// deadpool-postgres: check a connection out per op, statements from its per-connection cache.
+#[derive(Clone)]
+struct DeadpoolDb(deadpool_postgres::Pool);
+
+impl Db for DeadpoolDb {
+    async fn op(&self, op: Op) -> Result<(), String> {
+        let c = self.0.get().await.map_err(err)?;
+        let sql = match op {
+            Op::Point(_) => POINT_SQL,
+            Op::Select1 => SELECT1_SQL,
+            Op::ReadWrite { .. } => UPDATE_SQL,
+            Op::Sleep(_) => SLEEP_SQL,
+        };
+        let st = c.prepare_cached(sql).await.map_err(err)?;
+        match op {
+            Op::ReadWrite { aid, delta } => {
+                check_updated(c.execute(&st, &[&delta, &aid]).await.map_err(err)?)?;
+                let point = c.prepare_cached(POINT_SQL).await.map_err(err)?;
+                let row = c.query_one(&point, &[&aid]).await.map_err(err)?;
+                row.try_get::<_, i32>(0).map_err(err)?;
+                Ok(())
+            }
+            op => tpg_op(&c, op, [&st, &st, &st, &st]).await,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runner threads.
+
+impl Job {
+    fn pgpipe_config(&self) -> pgpipe::Config {
+        let mut c = self.base.clone();
+        c.host = self.host.clone();
+        c.port = self.port;
+        c.pipeline_size = self.cand.conns;
+        c.application_name = Some(crate::monitor::APP_NAME.into());
+        if let Some(w) = self.cand.max_in_flight {
+            c.max_in_flight = w;
+        }
+        c
+    }
+
+    fn tpg_config(&self) -> tokio_postgres::Config {
+        let mut c = tokio_postgres::Config::new();
+        c.host(&self.host)
+            .port(self.port)
+            .user(&self.base.user)
+            .dbname(self.base.database())
+            .application_name(crate::monitor::APP_NAME);
+        if let Some(p) = &self.base.password {
+            c.password(p);
+        }
+        c
+    }
+}
+
+/// Runs `job` on a fresh thread and runtime; returns its measurement or why it failed.
+pub fn run(job: Job) -> Result<Measurement, String> {
+    let name = format!("run-{}", job.cand.name);
+    let t = std::thread::Builder::new()
+        .name(name)
+        .spawn(move || match job.cand.kind {
+            Kind::Pgpipe(Adapter::Smol) => run_smol(&job),
+            Kind::Pgpipe(Adapter::Tokio) => run_tokio(&job, TokioClient::Pgpipe),
+            Kind::Pgpipe(Adapter::Glommio) => run_glommio(&job),
+            Kind::TokioPostgres => run_tokio(&job, TokioClient::TokioPostgres),
+            Kind::Deadpool => run_tokio(&job, TokioClient::Deadpool),
+        })
+        .map_err(err)?;
+    match t.join() {
+        Ok(r) => r,
+        Err(p) => Err(format!(
+            "runner panicked: {}",
+            p.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
+        )),
+    }
+}
+
+/// How long a client may take to close after the run.
+const CLOSE_LIMIT: Duration = Duration::from_secs(10);
+
+async fn close_within<S: LocalRt, R: pgpipe::rt::Runtime>(rt: &S, c: &pgpipe::Client<R>) {
+    futures_lite::future::or(c.close(), rt.sleep(CLOSE_LIMIT)).await
+}
+
+fn run_smol(job: &Job) -> Result<Measurement, String> {
+    // One LocalExecutor runs the connection tasks and the benchmark's tasks alike, driven by
+    // this thread's block_on (which also polls async-io's reactor): smol's single-thread setup.
+    let local = Rc::new(async_executor::LocalExecutor::new());
+    let rt = SmolLocal(local.clone());
+    async_io::block_on(local.run(async {
+        let client = pgpipe::Client::connect(
+            pgpipe_smol::SmolLocalRuntime::on(local.clone()),
+            job.pgpipe_config(),
+        )
+        .await
+        .map_err(err)?;
+        let m = drive(PgpipeDb(client.clone()), rt.clone(), job).await;
+        close_within(&rt, &client).await;
+        Ok(m)
+    }))
+}
+
+fn run_glommio(job: &Job) -> Result<Measurement, String> {
+    pgpipe_glommio::check_io_uring().map_err(err)?;
+    let ex = glommio::LocalExecutorBuilder::default()
+        .make()
+        .map_err(err)?;
+    ex.run(async {
+        let client = pgpipe_glommio::connect_with(job.pgpipe_config())
+            .await
+            .map_err(err)?;
+        let m = drive(PgpipeDb(client.clone()), GlommioLocal, job).await;
+        close_within(&GlommioLocal, &client).await;
+        Ok(m)
+    })
+}
+
+enum TokioClient {
+    Pgpipe,
+    TokioPostgres,
+    Deadpool,
+}
+
+fn run_tokio(job: &Job, which: TokioClient) -> Result<Measurement, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(err)?;
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async {
+        match which {
+            TokioClient::Pgpipe => {
+                let client = pgpipe::Client::connect(
+                    pgpipe_tokio::TokioRuntime::current(),
+                    job.pgpipe_config(),
+                )
+                .await
+                .map_err(err)?;
+                let m = drive(PgpipeDb(client.clone()), TokioLocal, job).await;
+                close_within(&TokioLocal, &client).await;
+                Ok(m)
+            }
+            TokioClient::TokioPostgres => {
+                let cfg = job.tpg_config();
+                let mut conns = Vec::with_capacity(job.cand.conns);
+                for _ in 0..job.cand.conns {
+                    conns.push(TpgConn::connect(&cfg).await?);
+                }
+                let db = TpgDb {
+                    conns: Rc::new(conns),
+                    mine: 0,
+                };
+                Ok(drive(db, TokioLocal, job).await)
+            }
+            TokioClient::Deadpool => {
+                let mgr = deadpool_postgres::Manager::from_config(
+                    job.tpg_config(),
+                    tokio_postgres::NoTls,
+                    deadpool_postgres::ManagerConfig {
+                        recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+                    },
+                );
+                let pool = deadpool_postgres::Pool::builder(mgr)
+                    .max_size(job.cand.conns)
+                    .build()
+                    .map_err(err)?;
+                let m = drive(DeadpoolDb(pool.clone()), TokioLocal, job).await;
+                pool.close();
+                Ok(m)
+            }
+        }
+    })
+}

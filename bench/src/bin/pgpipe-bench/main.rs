@@ -1,0 +1,684 @@
+//! `pgpipe-bench`: pgpipe side by side with tokio-postgres and deadpool-postgres, with simulated
+//! round trips, latency tails and pipeline fill ratios.
+//!
+//! ```text
+//! cargo run --release -p pgpipe-bench                 # the default set (a few minutes)
+//! cargo run --release -p pgpipe-bench -- --quick      # smoke run of the whole pipeline (CI)
+//! cargo run --release -p pgpipe-bench -- --help
+//! ```
+//!
+//! With no database URL (`--url`, else `DATABASE_URL`) it starts a throwaway PostgreSQL cluster
+//! (the tests' harness), loads a pgbench-like accounts table once, runs every scenario's
+//! candidates interleaved over several rounds, prints Markdown tables (median and min–max over
+//! rounds), and writes the JSON document and SVG charts. Method and figures: docs/BENCHMARKS.md.
+
+mod engine;
+mod monitor;
+mod plan;
+mod report;
+mod svg;
+
+use std::io::{IsTerminal, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use pgpipe_bench::proxy::DelayProxy;
+
+use crate::engine::Job;
+use crate::monitor::Monitor;
+use crate::plan::{Candidate, Delay, Kind, Load, Scenario, Settings, Workload};
+use crate::report::{Machine, Report, ScenarioResult};
+
+const USAGE: &str = "\
+pgpipe-bench: pgpipe side by side with tokio-postgres and deadpool-postgres
+
+usage: cargo run --release -p pgpipe-bench -- [options]
+
+  --quick                 smoke run of the whole pipeline, every candidate kind, for CI (not for figures)
+  --url URL               server to use (default: $DATABASE_URL, else a throwaway cluster)
+  --candidates LIST       comma-separated, e.g. pgpipe-smol-4,pgpipe-tokio-4-w256,tokio-postgres-1,deadpool-16
+                          (a #2 suffix enters a configuration twice: an A/A control)
+  --workloads LIST        point,select1,rw,ceiling
+  --loads LIST            closed,open
+  --delays LIST           direct (no proxy) and/or one-way delays in ms through the delay proxy: 0,1,5
+  --rounds N              rounds over all candidates (default 3; quick 1)
+  --duration SECS         measured window per run (default 1.0; quick 0.3)
+  --warmup SECS           warm-up per run, connect excluded (default 0.4; quick 0.2)
+  --tasks N               closed-loop concurrency (default 1000; quick 200)
+  --rate N                open-loop arrivals per second (default 10000; quick 1000)
+  --rows N                accounts rows (default 1000000; quick 10000)
+  --ceiling-queries N     queries of the pool-ceiling batch (default 600; quick 60)
+  --out FILE              JSON result (default bench/results/pgpipe-bench-<time>.json; quick: target/pgpipe-bench-quick/)
+  --svg-dir DIR           charts (default docs/bench; quick: target/pgpipe-bench-quick/svg)
+  --no-svg                no charts
+  --list                  print the plan and exit
+  -h, --help              this text
+
+Without --workloads/--loads/--delays the curated default set runs (see docs/BENCHMARKS.md);
+with any of them, their cross product (unspecified: point, closed, direct). --candidates
+replaces the candidate list of every scenario.";
+
+struct Args {
+    quick: bool,
+    url: Option<String>,
+    candidates: Option<Vec<Candidate>>,
+    workloads: Option<Vec<Workload>>,
+    loads: Option<Vec<String>>,
+    delays: Option<Vec<Delay>>,
+    rounds: Option<usize>,
+    duration: Option<f64>,
+    warmup: Option<f64>,
+    tasks: Option<usize>,
+    rate: Option<f64>,
+    rows: Option<i32>,
+    ceiling_queries: Option<usize>,
+    out: Option<PathBuf>,
+    svg_dir: Option<PathBuf>,
+    no_svg: bool,
+    list: bool,
+}
+
+fn list<T>(v: &str, f: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(f)
+        .collect()
+}
+
+fn parse_args(argv: &[String]) -> Result<Args, String> {
+    let mut a = Args {
+        quick: false,
+        url: None,
+        candidates: None,
+        workloads: None,
+        loads: None,
+        delays: None,
+        rounds: None,
+        duration: None,
+        warmup: None,
+        tasks: None,
+        rate: None,
+        rows: None,
+        ceiling_queries: None,
+        out: None,
+        svg_dir: None,
+        no_svg: false,
+        list: false,
+    };
+    let mut it = argv.iter();
+    while let Some(flag) = it.next() {
+        let (flag, inline) = match flag.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (flag.as_str(), None),
+        };
+        let mut val = || -> Result<String, String> {
+            inline
+                .clone()
+                .or_else(|| it.next().cloned())
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
+        fn num<T: std::str::FromStr>(flag: &str, v: String) -> Result<T, String> {
+            v.parse()
+                .map_err(|_| format!("{flag}: {v:?} is not a valid number"))
+        }
+        match flag {
+            "--quick" => a.quick = true,
+            "--url" => a.url = Some(val()?),
+            "--candidates" => a.candidates = Some(list(&val()?, Candidate::parse)?),
+            "--workloads" => a.workloads = Some(list(&val()?, Workload::parse)?),
+            "--loads" => {
+                a.loads = Some(list(&val()?, |s| match s {
+                    "closed" | "open" => Ok(s.to_string()),
+                    _ => Err(format!("unknown load {s:?} (closed, open)")),
+                })?)
+            }
+            "--delays" => a.delays = Some(list(&val()?, Delay::parse)?),
+            "--rounds" => a.rounds = Some(num(flag, val()?)?),
+            "--duration" => a.duration = Some(num(flag, val()?)?),
+            "--warmup" => a.warmup = Some(num(flag, val()?)?),
+            "--tasks" => a.tasks = Some(num(flag, val()?)?),
+            "--rate" => a.rate = Some(num(flag, val()?)?),
+            "--rows" => a.rows = Some(num(flag, val()?)?),
+            "--ceiling-queries" => a.ceiling_queries = Some(num(flag, val()?)?),
+            "--out" => a.out = Some(val()?.into()),
+            "--svg-dir" => a.svg_dir = Some(val()?.into()),
+            "--no-svg" => a.no_svg = true,
+            "--list" => a.list = true,
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    if a.rounds == Some(0) || a.tasks == Some(0) || a.rows.is_some_and(|r| r < 1) {
+        return Err("--rounds, --tasks and --rows must be at least 1".into());
+    }
+    if a.rate.is_some_and(|r| r <= 0.0 || !r.is_finite())
+        || a.duration.is_some_and(|d| d <= 0.0 || !d.is_finite())
+        || a.warmup.is_some_and(|d| d < 0.0 || !d.is_finite())
+    {
+        return Err("--rate and --duration must be positive, --warmup not negative".into());
+    }
+    Ok(a)
+}
+
+fn settings(a: &Args) -> Settings {
+    let q = a.quick;
+    Settings {
+        rounds: a.rounds.unwrap_or(if q { 1 } else { 3 }),
+        warmup: Duration::from_secs_f64(a.warmup.unwrap_or(if q { 0.2 } else { 0.4 })),
+        window: Duration::from_secs_f64(a.duration.unwrap_or(if q { 0.3 } else { 1.0 })),
+        tasks: a.tasks.unwrap_or(if q { 200 } else { 1000 }),
+        rate: a.rate.unwrap_or(if q { 1000.0 } else { 10_000.0 }),
+        rows: a.rows.unwrap_or(if q { 10_000 } else { 1_000_000 }),
+        ceiling_queries: a.ceiling_queries.unwrap_or(if q { 60 } else { 600 }),
+    }
+}
+
+fn build_plan(a: &Args, s: &Settings) -> Vec<Scenario> {
+    let custom = a.workloads.is_some() || a.loads.is_some() || a.delays.is_some();
+    let mut plan = if custom {
+        let loads: Vec<Load> = a
+            .loads
+            .clone()
+            .unwrap_or_else(|| vec!["closed".into()])
+            .iter()
+            .map(|l| match l.as_str() {
+                "open" => Load::Open { rate: s.rate },
+                _ => Load::Closed { tasks: s.tasks },
+            })
+            .collect();
+        plan::custom_plan(
+            s,
+            a.workloads.as_deref().unwrap_or(&[Workload::Point]),
+            &loads,
+            a.delays.as_deref().unwrap_or(&[Delay::Direct]),
+            a.candidates.as_deref().unwrap_or(&plan::all_candidates()),
+        )
+    } else {
+        plan::default_plan(s, a.quick)
+    };
+    if let (Some(c), false) = (&a.candidates, custom) {
+        for sc in &mut plan {
+            if matches!(sc.load, Load::Ceiling { .. }) {
+                let again = plan::custom_plan(s, &[Workload::Sleep], &[], &[sc.delay], c);
+                sc.candidates = again
+                    .into_iter()
+                    .next()
+                    .map(|x| x.candidates)
+                    .unwrap_or_default();
+            } else {
+                sc.candidates = c.clone();
+            }
+        }
+    }
+    plan.retain(|s| !s.candidates.is_empty());
+    plan
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn clock(d: Duration) -> String {
+    let s = d.as_secs();
+    format!("{}:{:02}", s / 60, s % 60)
+}
+
+/// The progress line on stderr: rewritten in place on a terminal, one line per run otherwise.
+struct Progress {
+    tty: bool,
+    start: Instant,
+    total: usize,
+    done: usize,
+}
+
+impl Progress {
+    fn show(&mut self, what: &str) {
+        let elapsed = self.start.elapsed();
+        let left = if self.done == 0 {
+            "?".to_string()
+        } else {
+            clock(elapsed.mul_f64((self.total - self.done) as f64 / self.done as f64))
+        };
+        let line = format!(
+            "[{:>3}/{}] {what} · {} elapsed · ~{left} left",
+            self.done.min(self.total),
+            self.total,
+            clock(elapsed)
+        );
+        let mut e = std::io::stderr().lock();
+        if self.tty {
+            let _ = write!(e, "\r\x1b[2K{line}");
+        } else {
+            let _ = writeln!(e, "{line}");
+        }
+        let _ = e.flush();
+    }
+
+    fn finish(&self) {
+        if self.tty {
+            eprintln!();
+        }
+    }
+}
+
+fn main() {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let args = match parse_args(&argv) {
+        Ok(a) => a,
+        Err(e) if e.is_empty() => {
+            println!("{USAGE}");
+            return;
+        }
+        Err(e) => {
+            eprintln!("pgpipe-bench: {e}\n\n{USAGE}");
+            std::process::exit(2);
+        }
+    };
+    match run(&args, &argv) {
+        Ok(true) => {}
+        Ok(false) => std::process::exit(1),
+        Err(e) => {
+            eprintln!("pgpipe-bench: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Runs everything; `Ok(false)` when some run failed or reported errors.
+fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
+    let started = Instant::now();
+    let started_unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let settings = settings(args);
+    let mut plan = build_plan(args, &settings);
+
+    // glommio needs io_uring; where it is missing its candidates are left out loudly, unless
+    // PGPIPE_REQUIRE_IO_URING says it must be there (CI).
+    if let Err(e) = pgpipe_glommio::check_io_uring() {
+        if std::env::var_os("PGPIPE_REQUIRE_IO_URING").is_some() {
+            return Err(e.to_string());
+        }
+        eprintln!("pgpipe-bench: SKIPPING glommio candidates: {e}");
+        for sc in &mut plan {
+            sc.candidates
+                .retain(|c| !matches!(c.kind, Kind::Pgpipe(plan::Adapter::Glommio)));
+        }
+        plan.retain(|s| !s.candidates.is_empty());
+    }
+    let runs_total: usize =
+        settings.rounds * plan.iter().map(|s| s.candidates.len()).sum::<usize>();
+    if args.list {
+        for s in &plan {
+            let names: Vec<&str> = s.candidates.iter().map(|c| c.name.as_str()).collect();
+            println!("{}: {}", s.id(), names.join(", "));
+        }
+        println!("{runs_total} runs ({} rounds)", settings.rounds);
+        return Ok(true);
+    }
+
+    // The server: given, or a throwaway cluster kept alive until the end.
+    let url = args
+        .url
+        .clone()
+        .or_else(|| std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()));
+    let (_cluster, url, server) = match url {
+        Some(u) => (None, u, "given by --url / DATABASE_URL".to_string()),
+        None => {
+            eprintln!("pgpipe-bench: starting a throwaway PostgreSQL cluster");
+            let c = pgpipe_tests::Cluster::start().map_err(|e| e.to_string())?;
+            let u = c.url();
+            (Some(c), u, "throwaway cluster (pgpipe-tests harness: fsync=off, synchronous_commit=off, shared_buffers=128MB)".to_string())
+        }
+    };
+    let base = pgpipe::Config::from_url(&url).map_err(|e| format!("bad database URL: {e}"))?;
+    let monitor = Monitor::start(&base)?;
+    let server_version = monitor
+        .query("SELECT version()")?
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    eprintln!("pgpipe-bench: {server_version}");
+    let t = Instant::now();
+    load_accounts(&base, settings.rows)?;
+    eprintln!(
+        "pgpipe-bench: accounts table ready ({} rows) in {:.1}s",
+        settings.rows,
+        t.elapsed().as_secs_f64()
+    );
+
+    // Other work on the machine (a build, another benchmark) distorts every figure: measure
+    // how busy the machine is before starting, and say so.
+    let before = pgpipe_bench::sys::MachineCpu::read();
+    std::thread::sleep(Duration::from_secs(1));
+    let after = pgpipe_bench::sys::MachineCpu::read();
+    let background_busy_pct = if after.total > before.total {
+        (after.busy - before.busy) as f64 * 100.0 / (after.total - before.total) as f64
+    } else {
+        0.0
+    };
+    eprintln!("pgpipe-bench: machine {background_busy_pct:.0}% busy before the runs");
+    if background_busy_pct > 15.0 {
+        eprintln!("pgpipe-bench: WARNING: something else is using the CPUs; figures will be noisy");
+    }
+
+    // One proxy per delay, started once and shared by every run at that delay.
+    let upstream: SocketAddr = (base.host.as_str(), base.port)
+        .to_socket_addrs()
+        .map_err(|e| format!("resolving {}: {e}", base.host))?
+        .next()
+        .ok_or("the server address resolved to nothing")?;
+    let mut proxies: Vec<(Delay, DelayProxy)> = Vec::new();
+    for s in &plan {
+        if let Delay::Proxy(d) = s.delay {
+            if !proxies.iter().any(|(x, _)| *x == s.delay) {
+                let p = DelayProxy::start(upstream, d).map_err(|e| format!("delay proxy: {e}"))?;
+                proxies.push((s.delay, p));
+            }
+        }
+    }
+
+    // Rounds × scenarios × candidates; candidate order rotates each round so that no
+    // configuration always runs first (or right after the same neighbour).
+    let mut results: Vec<Vec<report::Rounds>> = plan
+        .iter()
+        .map(|s| {
+            s.candidates
+                .iter()
+                .map(|c| (c.clone(), Vec::new(), Vec::new()))
+                .collect()
+        })
+        .collect();
+    let mut progress = Progress {
+        tty: std::io::stderr().is_terminal(),
+        start: Instant::now(),
+        total: runs_total,
+        done: 0,
+    };
+    for round in 0..settings.rounds {
+        for (si, sc) in plan.iter().enumerate() {
+            let n = sc.candidates.len();
+            for k in 0..n {
+                let ci = (k + round * n.div_ceil(settings.rounds.max(1))) % n;
+                let cand = &sc.candidates[ci];
+                let proxy = proxies.iter().find(|(x, _)| *x == sc.delay).map(|p| &p.1);
+                let (host, port, proxy_cpu) = match proxy {
+                    None => (base.host.clone(), base.port, None),
+                    Some(p) => {
+                        p.reset_late_max();
+                        (
+                            "127.0.0.1".to_string(),
+                            p.addr().port(),
+                            Some(p.cpu_clock()),
+                        )
+                    }
+                };
+                progress.show(&format!(
+                    "round {}/{} · {} · {} · running",
+                    round + 1,
+                    settings.rounds,
+                    sc.id(),
+                    cand.name
+                ));
+                let job = Job {
+                    cand: cand.clone(),
+                    workload: sc.workload,
+                    load: sc.load,
+                    warmup: settings.warmup,
+                    window: settings.window,
+                    host,
+                    port,
+                    base: base.clone(),
+                    rows: settings.rows,
+                    monitor: monitor.clone(),
+                    proxy_cpu,
+                };
+                let mut outcome = engine::run(job);
+                if let (Ok(m), Some(p)) = (&mut outcome, proxy) {
+                    m.proxy_late_max_us = Some(p.late_max().as_secs_f64() * 1e6);
+                }
+                if !monitor.wait_idle(Duration::from_secs(10)) {
+                    eprintln!("\npgpipe-bench: {} left server connections open", cand.name);
+                }
+                progress.done += 1;
+                let slot = &mut results[si][ci];
+                let what = match outcome {
+                    Ok(m) => {
+                        let s = format!("{:.0} ops/s, {} errors", m.throughput, m.errors);
+                        if m.errors > 0 {
+                            eprintln!(
+                                "\npgpipe-bench: {} / {}: {} errors, first: {}",
+                                sc.id(),
+                                cand.name,
+                                m.errors,
+                                m.first_error.as_deref().unwrap_or("?")
+                            );
+                        }
+                        slot.1.push(m);
+                        s
+                    }
+                    Err(e) => {
+                        eprintln!("\npgpipe-bench: {} / {} failed: {e}", sc.id(), cand.name);
+                        slot.2.push(e);
+                        "FAILED".to_string()
+                    }
+                };
+                progress.show(&format!(
+                    "round {}/{} · {} · {} · {what}",
+                    round + 1,
+                    settings.rounds,
+                    sc.id(),
+                    cand.name
+                ));
+            }
+        }
+    }
+    progress.finish();
+    drop(proxies);
+
+    let scenarios: Vec<ScenarioResult> = plan
+        .iter()
+        .zip(results)
+        .map(|(sc, r)| ScenarioResult::new(sc, r))
+        .collect();
+    let goals = report::goals(&scenarios);
+
+    let mut md = String::new();
+    let machine = Machine::collect(server_version, server);
+    md.push_str(&format!(
+        "## pgpipe-bench results\n\nCommand: `cargo run --release -p pgpipe-bench --{}{}`  \nMachine: {} CPUs ({}), {} GiB, Linux {}; {}; server: {}.\n\n",
+        if argv.is_empty() { "" } else { " " },
+        argv.join(" "),
+        machine.nproc,
+        machine.cpu_model,
+        machine.mem_total_gib,
+        machine.kernel,
+        machine.server_version,
+        machine.server
+    ));
+    for s in &scenarios {
+        md.push_str(&report::table(s, settings.rounds));
+        md.push('\n');
+    }
+    md.push_str("### Goals of issue 5\n\n");
+    md.push_str(&report::goals_table(&goals));
+    println!("{md}");
+
+    let root = workspace_root();
+    let quick_dir = root.join("target").join("pgpipe-bench-quick");
+    let json_path = match &args.out {
+        Some(p) => p.clone(),
+        None if args.quick => quick_dir.join("results.json"),
+        None => root
+            .join("bench")
+            .join("results")
+            .join(format!("pgpipe-bench-{started_unix}.json")),
+    };
+    let ok = goals
+        .iter()
+        .find(|g| g.goal.starts_with("errors"))
+        .is_none_or(|g| g.met != Some(false));
+    let report = Report {
+        command: format!(
+            "cargo run --release -p pgpipe-bench --{}{}",
+            if argv.is_empty() { "" } else { " " },
+            argv.join(" ")
+        ),
+        started_unix,
+        elapsed_seconds: started.elapsed().as_secs_f64(),
+        git_commit: git_commit(&root),
+        background_busy_pct,
+        machine,
+        settings,
+        quick: args.quick,
+        goals,
+        scenarios,
+    };
+    write_file(
+        &json_path,
+        &serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?,
+    )?;
+    write_file(&json_path.with_extension("md"), &md)?;
+    eprintln!("pgpipe-bench: wrote {}", json_path.display());
+    if !args.no_svg {
+        let dir = match &args.svg_dir {
+            Some(d) => d.clone(),
+            None if args.quick => quick_dir.join("svg"),
+            None => root.join("docs").join("bench"),
+        };
+        let mut n = 0;
+        for s in &report.scenarios {
+            for (name, svg) in svg::charts(s) {
+                write_file(&dir.join(name), &svg)?;
+                n += 1;
+            }
+        }
+        eprintln!("pgpipe-bench: wrote {n} charts to {}", dir.display());
+    }
+    eprintln!("pgpipe-bench: done in {}", clock(started.elapsed()));
+    Ok(ok)
+}
+
+fn write_file(path: &Path, text: &str) -> Result<(), String> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn git_commit(root: &Path) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()?;
+    let head = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    if head.is_empty() {
+        return None;
+    }
+    let dirty = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["status", "--porcelain", "--untracked-files=no"])
+        .output()
+        .ok()
+        .is_some_and(|o| !o.stdout.is_empty());
+    Some(if dirty { format!("{head}-dirty") } else { head })
+}
+
+/// Creates and fills `pgpipe_bench_accounts` (pgbench_accounts' shape, its own name so a real
+/// pgbench table is never touched) unless it already holds exactly `rows` rows. The DDL goes
+/// through an exclusive pgpipe session: the shared path's guard refuses DDL.
+fn load_accounts(base: &pgpipe::Config, rows: i32) -> Result<(), String> {
+    let ex = Arc::new(async_executor::Executor::new());
+    let e = |e: pgpipe::Error| format!("loading the accounts table: {e}");
+    async_io::block_on(ex.run(async {
+        let mut cfg = base.clone();
+        cfg.pipeline_size = 1;
+        cfg.application_name = Some("pgpipe-bench-setup".into());
+        let db = pgpipe::Client::connect(pgpipe_smol::SmolRuntime::on(ex.clone()), cfg)
+            .await
+            .map_err(e)?;
+        let s = db.session().await.map_err(e)?;
+        let exists: bool = s
+            .query_one(
+                "SELECT to_regclass('pgpipe_bench_accounts') IS NOT NULL",
+                &[],
+            )
+            .await
+            .map_err(e)?
+            .get(0);
+        let have: i64 = if exists {
+            s.query_one("SELECT count(*) FROM pgpipe_bench_accounts", &[])
+                .await
+                .map_err(e)?
+                .get(0)
+        } else {
+            -1
+        };
+        if have != i64::from(rows) {
+            eprintln!("pgpipe-bench: loading {rows} accounts");
+            s.batch_execute(&format!(
+                "DROP TABLE IF EXISTS pgpipe_bench_accounts;
+                 CREATE TABLE pgpipe_bench_accounts (
+                     aid int4 NOT NULL, bid int4 NOT NULL, abalance int4 NOT NULL, filler char(84)
+                 ) WITH (fillfactor = 100);
+                 INSERT INTO pgpipe_bench_accounts
+                     SELECT g, (g - 1) / 100000 + 1, 0, '' FROM generate_series(1, {rows}) g;
+                 ALTER TABLE pgpipe_bench_accounts ADD PRIMARY KEY (aid);"
+            ))
+            .await
+            .map_err(e)?;
+            s.batch_execute("VACUUM ANALYZE pgpipe_bench_accounts")
+                .await
+                .map_err(e)?;
+        }
+        drop(s);
+        db.close().await;
+        Ok(())
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Args {
+        let v: Vec<String> = s.split_whitespace().map(String::from).collect();
+        parse_args(&v).unwrap()
+    }
+
+    #[test]
+    fn candidates_flag_replaces_lists() {
+        let a = args("--candidates pgpipe-smol-4,deadpool-16");
+        let s = settings(&a);
+        let p = build_plan(&a, &s);
+        for sc in &p {
+            if matches!(sc.load, Load::Ceiling { .. }) {
+                assert!(sc.candidates.iter().any(|c| c.name == "deadpool-32"));
+                assert!(sc.candidates.iter().any(|c| c.name == "pgpipe-smol-1"));
+            } else {
+                let names: Vec<_> = sc.candidates.iter().map(|c| c.name.as_str()).collect();
+                assert_eq!(names, ["pgpipe-smol-4", "deadpool-16"]);
+            }
+        }
+    }
+
+    #[test]
+    fn selections_make_a_cross_product() {
+        let a = args("--workloads point,select1 --loads closed,open --delays direct,5 --rate=200");
+        let s = settings(&a);
+        let p = build_plan(&a, &s);
+        assert_eq!(p.len(), 8);
+        assert!(p.iter().any(|s| s.id() == "select1-open-200-5ms"));
+        assert!(parse_args(&["--bogus".to_string()]).is_err());
+        assert!(parse_args(&["--rounds".to_string(), "0".to_string()]).is_err());
+    }
+}

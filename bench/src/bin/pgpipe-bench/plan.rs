@@ -1,0 +1,521 @@
+//! What runs: candidates, workloads, load models, delays, and the default and quick plans.
+
+use std::fmt;
+use std::time::Duration;
+
+/// pgpipe's runtime adapters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Adapter {
+    Smol,
+    Tokio,
+    Glommio,
+}
+
+/// The client library of a candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    Pgpipe(Adapter),
+    TokioPostgres,
+    Deadpool,
+}
+
+/// One client configuration. Its name is its spec: `pgpipe-smol-4`, `pgpipe-tokio-4-w256`
+/// (max_in_flight 256), `tokio-postgres-2`, `deadpool-16`; a `#2` suffix enters the same
+/// configuration again as a separate candidate (the A/A control).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Candidate {
+    pub name: String,
+    pub kind: Kind,
+    /// pipeline_size, connections, or pool size.
+    pub conns: usize,
+    pub max_in_flight: Option<usize>,
+    /// 1, or the copy number of an A/A duplicate.
+    pub copy: u32,
+}
+
+impl Candidate {
+    pub fn parse(spec: &str) -> Result<Candidate, String> {
+        let bad = || {
+            format!(
+                "bad candidate {spec:?}: expected pgpipe-{{smol,tokio,glommio}}-N[-wM], \
+                 tokio-postgres-N or deadpool-N, optionally followed by #K"
+            )
+        };
+        let (base, copy) = match spec.split_once('#') {
+            Some((b, k)) => (b, k.parse::<u32>().map_err(|_| bad())?),
+            None => (spec, 1),
+        };
+        let (kind, rest) = if let Some(r) = base.strip_prefix("pgpipe-smol-") {
+            (Kind::Pgpipe(Adapter::Smol), r)
+        } else if let Some(r) = base.strip_prefix("pgpipe-tokio-") {
+            (Kind::Pgpipe(Adapter::Tokio), r)
+        } else if let Some(r) = base.strip_prefix("pgpipe-glommio-") {
+            (Kind::Pgpipe(Adapter::Glommio), r)
+        } else if let Some(r) = base.strip_prefix("tokio-postgres-") {
+            (Kind::TokioPostgres, r)
+        } else if let Some(r) = base.strip_prefix("deadpool-") {
+            (Kind::Deadpool, r)
+        } else {
+            return Err(bad());
+        };
+        let (n, window) = match rest.split_once("-w") {
+            Some((n, w)) if matches!(kind, Kind::Pgpipe(_)) => {
+                (n, Some(w.parse::<usize>().map_err(|_| bad())?))
+            }
+            Some(_) => return Err(bad()),
+            None => (rest, None),
+        };
+        let conns = n.parse::<usize>().map_err(|_| bad())?;
+        if conns == 0 || copy == 0 || window == Some(0) {
+            return Err(bad());
+        }
+        Ok(Candidate {
+            name: spec.to_owned(),
+            kind,
+            conns,
+            max_in_flight: window,
+            copy,
+        })
+    }
+
+    /// The library and runtime, without the size: `pgpipe-smol`, `tokio-postgres`, `deadpool`.
+    pub fn family(&self) -> String {
+        let mut f = match self.kind {
+            Kind::Pgpipe(Adapter::Smol) => "pgpipe-smol".to_string(),
+            Kind::Pgpipe(Adapter::Tokio) => "pgpipe-tokio".to_string(),
+            Kind::Pgpipe(Adapter::Glommio) => "pgpipe-glommio".to_string(),
+            Kind::TokioPostgres => "tokio-postgres".to_string(),
+            Kind::Deadpool => "deadpool".to_string(),
+        };
+        if let Some(w) = self.max_in_flight {
+            f.push_str(&format!("-w{w}"));
+        }
+        if self.copy > 1 {
+            f.push_str(&format!("#{}", self.copy));
+        }
+        f
+    }
+
+    /// The same candidate with another size (for the pool-ceiling sweep).
+    pub fn sized(&self, conns: usize) -> Candidate {
+        let mut name = match self.kind {
+            Kind::Pgpipe(Adapter::Smol) => format!("pgpipe-smol-{conns}"),
+            Kind::Pgpipe(Adapter::Tokio) => format!("pgpipe-tokio-{conns}"),
+            Kind::Pgpipe(Adapter::Glommio) => format!("pgpipe-glommio-{conns}"),
+            Kind::TokioPostgres => format!("tokio-postgres-{conns}"),
+            Kind::Deadpool => format!("deadpool-{conns}"),
+        };
+        if let Some(w) = self.max_in_flight {
+            name.push_str(&format!("-w{w}"));
+        }
+        if self.copy > 1 {
+            name.push_str(&format!("#{}", self.copy));
+        }
+        Candidate {
+            name,
+            conns,
+            ..self.clone()
+        }
+    }
+
+    pub fn is_pgpipe(&self) -> bool {
+        matches!(self.kind, Kind::Pgpipe(_))
+    }
+}
+
+/// What each operation does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Workload {
+    /// `SELECT abalance FROM accounts WHERE aid = $1`, random aid.
+    Point,
+    /// `SELECT 1`.
+    Select1,
+    /// `UPDATE ... SET abalance = abalance + $1 WHERE aid = $2`, then the point select of it.
+    ReadWrite,
+    /// `SELECT pg_sleep(0.005)` (pool ceiling).
+    Sleep,
+}
+
+impl Workload {
+    pub fn parse(s: &str) -> Result<Workload, String> {
+        match s {
+            "point" => Ok(Workload::Point),
+            "select1" => Ok(Workload::Select1),
+            "rw" => Ok(Workload::ReadWrite),
+            "ceiling" | "sleep" => Ok(Workload::Sleep),
+            _ => Err(format!(
+                "unknown workload {s:?} (point, select1, rw, ceiling)"
+            )),
+        }
+    }
+    pub fn label(self) -> &'static str {
+        match self {
+            Workload::Point => "point",
+            Workload::Select1 => "select1",
+            Workload::ReadWrite => "rw",
+            Workload::Sleep => "ceiling",
+        }
+    }
+    /// Statements per op.
+    pub fn statements(self) -> u32 {
+        if self == Workload::ReadWrite {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+/// How load is offered.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Load {
+    /// `tasks` concurrent tasks, each issuing its next op when the last completes.
+    Closed { tasks: usize },
+    /// Arrivals at a fixed rate per second, latency from each scheduled time.
+    Open { rate: f64 },
+    /// A fixed batch of `queries` concurrent ops; the figure is the time to finish them all.
+    Ceiling { queries: usize },
+}
+
+impl Load {
+    pub fn label(&self) -> String {
+        match self {
+            Load::Closed { tasks } => format!("closed-{tasks}"),
+            Load::Open { rate } => format!("open-{}", *rate as u64),
+            Load::Ceiling { queries } => format!("batch-{queries}"),
+        }
+    }
+}
+
+/// Simulated one-way delay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Delay {
+    /// Straight to the server, no proxy.
+    Direct,
+    /// Through the delay proxy with this one-way delay (0 = the proxy's own cost).
+    Proxy(Duration),
+}
+
+impl Delay {
+    pub fn parse(s: &str) -> Result<Delay, String> {
+        if s == "direct" {
+            return Ok(Delay::Direct);
+        }
+        let ms: f64 = s
+            .trim_end_matches("ms")
+            .parse()
+            .map_err(|_| format!("bad delay {s:?}: `direct` or milliseconds such as 0, 1, 5"))?;
+        if !(0.0..=10_000.0).contains(&ms) {
+            return Err(format!("bad delay {s:?}"));
+        }
+        Ok(Delay::Proxy(Duration::from_secs_f64(ms / 1000.0)))
+    }
+}
+
+impl fmt::Display for Delay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Delay::Direct => f.write_str("direct"),
+            Delay::Proxy(d) => {
+                let ms = d.as_secs_f64() * 1000.0;
+                if ms.fract() == 0.0 {
+                    write!(f, "{}ms", ms as u64)
+                } else {
+                    write!(f, "{ms}ms")
+                }
+            }
+        }
+    }
+}
+
+/// A workload under a load model at a delay, with the candidates that run it.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub workload: Workload,
+    pub load: Load,
+    pub delay: Delay,
+    pub candidates: Vec<Candidate>,
+}
+
+impl Scenario {
+    pub fn id(&self) -> String {
+        format!(
+            "{}-{}-{}",
+            self.workload.label(),
+            self.load.label(),
+            self.delay
+        )
+    }
+}
+
+fn cands(names: &[&str]) -> Vec<Candidate> {
+    names
+        .iter()
+        .map(|n| Candidate::parse(n).expect("built-in candidate names parse"))
+        .collect()
+}
+
+/// The A/A control: the configuration entered twice.
+pub const AA: [&str; 2] = ["pgpipe-tokio-4", "pgpipe-tokio-4#2"];
+
+/// Every candidate kind the issue asks for, plus the A/A duplicate.
+pub fn all_candidates() -> Vec<Candidate> {
+    cands(&[
+        "pgpipe-smol-1",
+        "pgpipe-smol-2",
+        "pgpipe-smol-4",
+        "pgpipe-tokio-1",
+        "pgpipe-tokio-2",
+        AA[0],
+        "pgpipe-glommio-1",
+        "pgpipe-glommio-2",
+        "pgpipe-glommio-4",
+        "tokio-postgres-1",
+        "tokio-postgres-2",
+        "tokio-postgres-4",
+        "deadpool-8",
+        "deadpool-16",
+        "deadpool-32",
+        AA[1],
+    ])
+}
+
+/// Families of the pool-ceiling sweep and its sizes (`--quick` adds tokio-postgres, trims sizes).
+pub const CEILING_FAMILIES: [&str; 2] = ["pgpipe-tokio-1", "deadpool-1"];
+pub const CEILING_SIZES: [usize; 6] = [1, 2, 4, 8, 16, 32];
+
+fn ceiling_candidates(families: &[Candidate], sizes: &[usize]) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    for f in families {
+        for &n in sizes {
+            out.push(f.sized(n));
+        }
+    }
+    out
+}
+
+/// Knobs of a plan.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Settings {
+    pub rounds: usize,
+    pub warmup: Duration,
+    pub window: Duration,
+    pub tasks: usize,
+    pub rate: f64,
+    pub rows: i32,
+    pub ceiling_queries: usize,
+}
+
+/// The curated default plan (or `--quick`'s). Sized to finish in about five minutes on a
+/// 2-core machine: every candidate kind on the headline scenario (point select, direct), each
+/// family's usual best elsewhere.
+pub fn default_plan(s: &Settings, quick: bool) -> Vec<Scenario> {
+    let closed = Load::Closed { tasks: s.tasks };
+    let ms = |n: u64| Delay::Proxy(Duration::from_millis(n));
+    let sc = |workload, load, delay, candidates| Scenario {
+        workload,
+        load,
+        delay,
+        candidates,
+    };
+    let ceiling = |families: &[&str], sizes: &[usize]| {
+        sc(
+            Workload::Sleep,
+            Load::Ceiling {
+                queries: s.ceiling_queries,
+            },
+            Delay::Direct,
+            ceiling_candidates(&cands(families), sizes),
+        )
+    };
+    if quick {
+        let few = cands(&["pgpipe-smol-2", "tokio-postgres-1", "deadpool-8"]);
+        return vec![
+            sc(Workload::Point, closed, Delay::Direct, all_candidates()),
+            sc(Workload::Point, closed, ms(1), few.clone()),
+            sc(Workload::Select1, closed, Delay::Direct, few.clone()),
+            sc(Workload::ReadWrite, closed, Delay::Direct, few.clone()),
+            sc(Workload::Point, Load::Open { rate: s.rate }, ms(0), few),
+            ceiling(
+                &["pgpipe-tokio-1", "tokio-postgres-1", "deadpool-1"],
+                &[1, 4],
+            ),
+        ];
+    }
+    let best_of_each = cands(&[
+        "pgpipe-smol-4",
+        "pgpipe-tokio-4",
+        "pgpipe-glommio-4",
+        "tokio-postgres-4",
+        "deadpool-16",
+    ]);
+    // At 5 ms the default max_in_flight (64 per connection) caps a connection at 64 units per
+    // round trip; the -w256 candidates show what a wider window does.
+    let delayed = cands(&[
+        "pgpipe-smol-1",
+        "pgpipe-smol-2",
+        "pgpipe-smol-4",
+        "pgpipe-tokio-4",
+        "pgpipe-tokio-4-w256",
+        "pgpipe-glommio-4-w256",
+        "tokio-postgres-1",
+        "tokio-postgres-4",
+        "deadpool-8",
+        "deadpool-16",
+        "deadpool-32",
+    ]);
+    let latency = cands(&[
+        "pgpipe-smol-4",
+        "pgpipe-tokio-4",
+        "pgpipe-glommio-4",
+        "tokio-postgres-1",
+        "tokio-postgres-4",
+        "deadpool-16",
+        "deadpool-32",
+    ]);
+    vec![
+        sc(Workload::Point, closed, Delay::Direct, all_candidates()),
+        sc(
+            Workload::Point,
+            closed,
+            ms(1),
+            cands(&[
+                "pgpipe-smol-4",
+                "pgpipe-tokio-4",
+                "pgpipe-glommio-4",
+                "tokio-postgres-4",
+                "deadpool-16",
+                "deadpool-32",
+            ]),
+        ),
+        sc(Workload::Point, closed, ms(5), delayed),
+        sc(
+            Workload::Select1,
+            closed,
+            Delay::Direct,
+            best_of_each.clone(),
+        ),
+        sc(Workload::ReadWrite, closed, Delay::Direct, best_of_each),
+        sc(
+            Workload::Point,
+            Load::Open { rate: s.rate },
+            Delay::Direct,
+            latency,
+        ),
+        ceiling(&CEILING_FAMILIES, &CEILING_SIZES),
+    ]
+}
+
+/// The plan of explicit selections: every workload × load × delay asked for, each with
+/// `candidates` (the ceiling workload sweeps the candidates' families over `CEILING_SIZES`).
+pub fn custom_plan(
+    s: &Settings,
+    workloads: &[Workload],
+    loads: &[Load],
+    delays: &[Delay],
+    candidates: &[Candidate],
+) -> Vec<Scenario> {
+    let mut out = Vec::new();
+    for &w in workloads {
+        if w == Workload::Sleep {
+            let mut fams: Vec<Candidate> = Vec::new();
+            for c in candidates {
+                if !fams.iter().any(|f| f.family() == c.family()) {
+                    fams.push(c.sized(1));
+                }
+            }
+            for &delay in delays {
+                out.push(Scenario {
+                    workload: w,
+                    load: Load::Ceiling {
+                        queries: s.ceiling_queries,
+                    },
+                    delay,
+                    candidates: ceiling_candidates(&fams, &CEILING_SIZES),
+                });
+            }
+            continue;
+        }
+        for &load in loads {
+            for &delay in delays {
+                out.push(Scenario {
+                    workload: w,
+                    load,
+                    delay,
+                    candidates: candidates.to_vec(),
+                });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn candidate_names() {
+        let c = Candidate::parse("pgpipe-glommio-4-w256#2").unwrap();
+        assert_eq!(c.kind, Kind::Pgpipe(Adapter::Glommio));
+        assert_eq!((c.conns, c.max_in_flight, c.copy), (4, Some(256), 2));
+        assert_eq!(c.sized(8).name, "pgpipe-glommio-8-w256#2");
+        let d = Candidate::parse("deadpool-16").unwrap();
+        assert_eq!((d.kind, d.conns), (Kind::Deadpool, 16));
+        assert_eq!(
+            Candidate::parse("tokio-postgres-2").unwrap().family(),
+            "tokio-postgres"
+        );
+        for bad in [
+            "pgpipe-4",
+            "deadpool-0",
+            "deadpool-8-w4",
+            "tokio-postgres-x",
+            "x#y",
+        ] {
+            assert!(Candidate::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn delays() {
+        assert_eq!(Delay::parse("direct").unwrap(), Delay::Direct);
+        assert_eq!(Delay::parse("5").unwrap().to_string(), "5ms");
+        assert_eq!(Delay::parse("0.5ms").unwrap().to_string(), "0.5ms");
+        assert!(Delay::parse("fast").is_err());
+    }
+
+    #[test]
+    fn plans_cover_every_kind() {
+        let s = Settings {
+            rounds: 1,
+            warmup: Duration::ZERO,
+            window: Duration::ZERO,
+            tasks: 10,
+            rate: 100.0,
+            rows: 10,
+            ceiling_queries: 6,
+        };
+        for quick in [true, false] {
+            let p = default_plan(&s, quick);
+            let all: Vec<&Candidate> = p.iter().flat_map(|s| &s.candidates).collect();
+            for fam in [
+                "pgpipe-smol",
+                "pgpipe-tokio",
+                "pgpipe-glommio",
+                "tokio-postgres",
+                "deadpool",
+            ] {
+                assert!(all.iter().any(|c| c.family() == fam), "{fam}");
+            }
+            assert!(p.iter().any(|s| s.delay != Delay::Direct), "a proxy run");
+            assert!(p.iter().any(|s| matches!(s.load, Load::Open { .. })));
+            assert!(p.iter().any(|s| matches!(s.load, Load::Ceiling { .. })));
+            assert!(all.iter().any(|c| c.copy == 2), "A/A control");
+        }
+    }
+}

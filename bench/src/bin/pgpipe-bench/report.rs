@@ -1,0 +1,632 @@
+//! Summaries over rounds (median and min–max of every figure), the A/A spread, the issue's
+//! goals, the printed tables (Markdown, readable in a terminal too) and the JSON document.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::engine::Measurement;
+use crate::plan::{Candidate, Delay, Kind, Load, Scenario, Settings, Workload};
+
+/// Median and range of one figure over the rounds.
+#[derive(Debug, Clone, Copy, Serialize, Default)]
+pub struct Figure {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Figure {
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Figure> {
+        let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(|a, b| a.total_cmp(b));
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Some(Figure {
+            median,
+            min: v[0],
+            max: v[n - 1],
+        })
+    }
+}
+
+/// Every figure of a candidate in a scenario, over its successful rounds.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Summary {
+    pub rounds_ok: usize,
+    pub rounds_failed: usize,
+    /// Errors over all rounds (must be 0).
+    pub errors: u64,
+    pub throughput: Figure,
+    pub client_cpu_us: Figure,
+    pub machine_cpu_us: Figure,
+    pub proxy_cpu_us: Figure,
+    pub p50_us: Figure,
+    pub p90_us: Figure,
+    pub p99_us: Figure,
+    pub p999_us: Figure,
+    pub p9999_us: Figure,
+    pub max_us: Figure,
+    pub server_connections: Figure,
+    pub units_per_readable: Option<Figure>,
+    pub writes_per_unit: Option<Figure>,
+    /// Pool ceiling: time to finish the batch, in ms.
+    pub wall_ms: Figure,
+    /// Through the delay proxy: the proxy's worst lateness per run, in µs.
+    pub proxy_late_max_us: Option<Figure>,
+}
+
+impl Summary {
+    fn of(runs: &[Measurement], failed: usize) -> Summary {
+        let f = |g: fn(&Measurement) -> f64| Figure::of(runs.iter().map(g)).unwrap_or_default();
+        let o = |g: fn(&Measurement) -> Option<f64>| Figure::of(runs.iter().filter_map(g));
+        Summary {
+            rounds_ok: runs.len(),
+            rounds_failed: failed,
+            errors: runs.iter().map(|m| m.errors).sum(),
+            throughput: f(|m| m.throughput),
+            client_cpu_us: f(|m| m.client_cpu_us),
+            machine_cpu_us: f(|m| m.machine_cpu_us),
+            proxy_cpu_us: f(|m| m.proxy_cpu_us),
+            p50_us: f(|m| m.p50_us),
+            p90_us: f(|m| m.p90_us),
+            p99_us: f(|m| m.p99_us),
+            p999_us: f(|m| m.p999_us),
+            p9999_us: f(|m| m.p9999_us),
+            max_us: f(|m| m.max_us),
+            server_connections: f(|m| m.server_connections as f64),
+            units_per_readable: o(|m| m.units_per_readable),
+            writes_per_unit: o(|m| m.writes_per_unit),
+            wall_ms: f(|m| m.seconds * 1e3),
+            proxy_late_max_us: o(|m| m.proxy_late_max_us),
+        }
+    }
+}
+
+/// One candidate's rounds in one scenario.
+#[derive(Debug, Clone, Serialize)]
+pub struct CandidateResult {
+    pub candidate: Candidate,
+    pub family: String,
+    pub runs: Vec<Measurement>,
+    /// Rounds that could not run at all (connect failure, io_uring missing, ...).
+    pub failures: Vec<String>,
+    pub summary: Summary,
+}
+
+/// The A/A control: the same configuration measured as two candidates.
+#[derive(Debug, Clone, Serialize)]
+pub struct AaSpread {
+    pub a: String,
+    pub b: String,
+    /// |median(a) − median(b)| / mean of the two, in percent.
+    pub throughput_pct: f64,
+    pub client_cpu_pct: f64,
+    pub p99_pct: f64,
+    pub p999_pct: f64,
+}
+
+/// All candidates of a scenario.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioResult {
+    pub id: String,
+    pub workload: Workload,
+    pub load: Load,
+    pub delay: String,
+    pub statements_per_op: u32,
+    pub candidates: Vec<CandidateResult>,
+    pub aa: Option<AaSpread>,
+    #[serde(skip)]
+    pub delay_kind: Delay,
+}
+
+/// A candidate's successful measurements and the errors of the rounds that failed.
+pub type Rounds = (Candidate, Vec<Measurement>, Vec<String>);
+
+impl ScenarioResult {
+    pub fn new(sc: &Scenario, runs: Vec<Rounds>) -> Self {
+        let candidates: Vec<CandidateResult> = runs
+            .into_iter()
+            .map(|(candidate, runs, failures)| CandidateResult {
+                family: candidate.family(),
+                summary: Summary::of(&runs, failures.len()),
+                candidate,
+                runs,
+                failures,
+            })
+            .collect();
+        let aa = candidates.iter().find_map(|b| {
+            if b.candidate.copy < 2 || b.runs.is_empty() {
+                return None;
+            }
+            let base = b.candidate.name.split('#').next()?;
+            let a = candidates
+                .iter()
+                .find(|a| a.candidate.name == base && !a.runs.is_empty())?;
+            let pct = |x: f64, y: f64| {
+                if x + y == 0.0 {
+                    0.0
+                } else {
+                    (x - y).abs() / ((x + y) / 2.0) * 100.0
+                }
+            };
+            let (sa, sb) = (&a.summary, &b.summary);
+            Some(AaSpread {
+                a: a.candidate.name.clone(),
+                b: b.candidate.name.clone(),
+                throughput_pct: pct(sa.throughput.median, sb.throughput.median),
+                client_cpu_pct: pct(sa.client_cpu_us.median, sb.client_cpu_us.median),
+                p99_pct: pct(sa.p99_us.median, sb.p99_us.median),
+                p999_pct: pct(sa.p999_us.median, sb.p999_us.median),
+            })
+        });
+        ScenarioResult {
+            id: sc.id(),
+            workload: sc.workload,
+            load: sc.load,
+            delay: sc.delay.to_string(),
+            statements_per_op: sc.workload.statements(),
+            candidates,
+            aa,
+            delay_kind: sc.delay,
+        }
+    }
+
+    fn ok(&self) -> impl Iterator<Item = &CandidateResult> {
+        self.candidates.iter().filter(|c| !c.runs.is_empty())
+    }
+
+    /// The candidate with the highest median throughput among those `pick` accepts.
+    pub fn best(&self, pick: impl Fn(&Candidate) -> bool) -> Option<&CandidateResult> {
+        self.ok().filter(|c| pick(&c.candidate)).max_by(|a, b| {
+            a.summary
+                .throughput
+                .median
+                .total_cmp(&b.summary.throughput.median)
+        })
+    }
+
+    pub fn get(&self, name: &str) -> Option<&CandidateResult> {
+        self.ok().find(|c| c.candidate.name == name)
+    }
+
+    pub fn describe(&self) -> String {
+        let w = match self.workload {
+            Workload::Point => "point select by random key",
+            Workload::Select1 => "SELECT 1",
+            Workload::ReadWrite => "read/write mix (UPDATE then SELECT; 1 op = 2 statements)",
+            Workload::Sleep => "pool ceiling: SELECT pg_sleep(0.005)",
+        };
+        let l = match self.load {
+            Load::Closed { tasks } => format!("closed loop, {tasks} tasks"),
+            Load::Open { rate } => {
+                format!("open loop, {rate} arrivals/s, latency from each scheduled time")
+            }
+            Load::Ceiling { queries } => format!("{queries} concurrent queries, time to finish"),
+        };
+        let d = match self.delay_kind {
+            Delay::Direct => "direct connection".to_string(),
+            Delay::Proxy(x) => format!("delay proxy, {} ms one way", x.as_secs_f64() * 1e3),
+        };
+        format!("{w}; {l}; {d}")
+    }
+}
+
+/// One goal of issue 5.
+#[derive(Debug, Clone, Serialize)]
+pub struct Goal {
+    pub goal: String,
+    pub measured: String,
+    pub met: Option<bool>,
+}
+
+fn is_tpg(c: &Candidate) -> bool {
+    c.kind == Kind::TokioPostgres
+}
+fn is_deadpool(c: &Candidate) -> bool {
+    c.kind == Kind::Deadpool
+}
+
+fn headline(scenarios: &[ScenarioResult], delay: Delay) -> Option<&ScenarioResult> {
+    scenarios.iter().find(|s| {
+        s.workload == Workload::Point
+            && matches!(s.load, Load::Closed { .. })
+            && s.delay_kind == delay
+    })
+}
+
+/// Checks the goals of issue 5 on the point-select, closed-loop scenarios.
+pub fn goals(scenarios: &[ScenarioResult]) -> Vec<Goal> {
+    let mut out = Vec::new();
+    let mut goal = |goal: &str, measured: String, met: Option<bool>| {
+        out.push(Goal {
+            goal: goal.into(),
+            measured,
+            met,
+        })
+    };
+    let na = || "not measured in this run".to_string();
+    if let Some(s) = headline(scenarios, Delay::Direct) {
+        // The A/A duplicate is left out so that noise cannot pick the winner.
+        let p = s.best(|c| c.is_pgpipe() && c.copy == 1);
+        let t = s.best(is_tpg);
+        let d = s.best(is_deadpool);
+        match (p, t) {
+            (Some(p), Some(t)) => {
+                let r = p.summary.throughput.median / t.summary.throughput.median;
+                goal(
+                    "throughput >= 1.2x best tokio-postgres",
+                    format!(
+                        "{:.2}x ({} {:.0}/s vs {} {:.0}/s)",
+                        r,
+                        p.candidate.name,
+                        p.summary.throughput.median,
+                        t.candidate.name,
+                        t.summary.throughput.median
+                    ),
+                    Some(r >= 1.2),
+                );
+                let cp = p.summary.client_cpu_us.median;
+                let ct = t.summary.client_cpu_us.median;
+                goal(
+                    "client CPU per query <= 5 us",
+                    format!("{cp:.2} us ({})", p.candidate.name),
+                    Some(cp <= 5.0),
+                );
+                goal(
+                    "client CPU per query <= 0.75x best tokio-postgres",
+                    format!(
+                        "{:.2}x ({cp:.2} us vs {ct:.2} us of {})",
+                        cp / ct,
+                        t.candidate.name
+                    ),
+                    Some(cp <= 0.75 * ct),
+                );
+            }
+            _ => goal("throughput >= 1.2x best tokio-postgres", na(), None),
+        }
+        if let (Some(p), Some(d)) = (p, d) {
+            let r = p.summary.throughput.median / d.summary.throughput.median;
+            goal(
+                "throughput >= 4x best deadpool",
+                format!(
+                    "{:.2}x ({} {:.0}/s vs {} {:.0}/s)",
+                    r,
+                    p.candidate.name,
+                    p.summary.throughput.median,
+                    d.candidate.name,
+                    d.summary.throughput.median
+                ),
+                Some(r >= 4.0),
+            );
+        }
+        if let Some(p) = p {
+            let upr = p
+                .summary
+                .units_per_readable
+                .map(|f| f.median)
+                .unwrap_or(0.0);
+            let wpu = p
+                .summary
+                .writes_per_unit
+                .map(|f| f.median)
+                .unwrap_or(f64::MAX);
+            goal(
+                "units_per_readable >= 8 at 1000 tasks",
+                format!("{upr:.2} ({})", p.candidate.name),
+                Some(upr >= 8.0),
+            );
+            goal(
+                "writes_per_unit <= 0.2 at 1000 tasks",
+                format!("{wpu:.3} ({})", p.candidate.name),
+                Some(wpu <= 0.2),
+            );
+            if let Some(d32) = s.get("deadpool-32") {
+                let (a, b) = (p.summary.p999_us.median, d32.summary.p999_us.median);
+                goal(
+                    "p99.9 no worse than deadpool-32",
+                    format!(
+                        "{:.2} ms vs {:.2} ms (p99.99 {:.2} vs {:.2} ms, max {:.2} vs {:.2} ms)",
+                        a / 1e3,
+                        b / 1e3,
+                        p.summary.p9999_us.median / 1e3,
+                        d32.summary.p9999_us.median / 1e3,
+                        p.summary.max_us.median / 1e3,
+                        d32.summary.max_us.median / 1e3
+                    ),
+                    Some(a <= b),
+                );
+            }
+        }
+    } else {
+        goal("point select, 1000 tasks, direct", na(), None);
+    }
+    let five = headline(scenarios, Delay::Proxy(Duration::from_millis(5)));
+    let d32 = five.and_then(|s| s.get("deadpool-32"));
+    let four = |tuned: bool| {
+        five.and_then(|s| {
+            s.best(|c| {
+                c.is_pgpipe() && c.conns == 4 && c.copy == 1 && c.max_in_flight.is_some() == tuned
+            })
+        })
+    };
+    for (tuned, label) in [
+        (
+            false,
+            "at 5 ms one-way: pgpipe with 4 connections >= 15x deadpool-32 (default config)",
+        ),
+        (true, "same, with max_in_flight raised (-wN candidates)"),
+    ] {
+        match (four(tuned), d32) {
+            (Some(p), Some(d)) => {
+                let r = p.summary.throughput.median / d.summary.throughput.median;
+                goal(
+                    label,
+                    format!(
+                        "{:.1}x ({} {:.0}/s vs deadpool-32 {:.0}/s)",
+                        r,
+                        p.candidate.name,
+                        p.summary.throughput.median,
+                        d.summary.throughput.median
+                    ),
+                    Some(r >= 15.0),
+                );
+            }
+            _ if tuned => {}
+            _ => goal(label, na(), None),
+        }
+    }
+    let errors: u64 = scenarios
+        .iter()
+        .flat_map(|s| &s.candidates)
+        .map(|c| c.summary.errors + c.failures.len() as u64)
+        .sum();
+    goal(
+        "errors = 0 (all runs)",
+        format!("{errors}"),
+        Some(errors == 0),
+    );
+    out
+}
+
+fn ms(us: f64) -> String {
+    let v = us / 1e3;
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn thousands(x: f64) -> String {
+    let n = x.round() as i64;
+    let s = n.abs().to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    if n < 0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+fn range(f: &Figure, fmt: impl Fn(f64) -> String) -> String {
+    if f.min == f.max {
+        fmt(f.median)
+    } else {
+        format!("{} ({}–{})", fmt(f.median), fmt(f.min), fmt(f.max))
+    }
+}
+
+/// A Markdown table of one scenario (median over rounds, min–max in parentheses).
+pub fn table(s: &ScenarioResult, rounds: usize) -> String {
+    let mut t = String::new();
+    let _ = writeln!(t, "### {}\n", s.id);
+    let _ = writeln!(
+        t,
+        "{} — {rounds} round(s), median (min–max); latency in ms.\n",
+        s.describe()
+    );
+    let ceiling = matches!(s.load, Load::Ceiling { .. });
+    if ceiling {
+        let _ = writeln!(
+            t,
+            "| candidate | conns | time to finish ms | ideal ms | vs ideal | ops/s | client CPU µs/op | p50 | p99 | max | errors |"
+        );
+        let _ = writeln!(t, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    } else {
+        let _ = writeln!(
+            t,
+            "| candidate | conns | ops/s | client CPU µs/op | machine CPU µs/op | p50 | p90 | p99 | p99.9 | p99.99 | max | errors | units/readable | writes/unit |"
+        );
+        let _ = writeln!(
+            t,
+            "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+        );
+    }
+    for c in &s.candidates {
+        let m = &c.summary;
+        if c.runs.is_empty() {
+            let _ = writeln!(
+                t,
+                "| {} | – | failed: {} |",
+                c.candidate.name,
+                c.failures.first().map(String::as_str).unwrap_or("?")
+            );
+            continue;
+        }
+        let conns = format!("{:.0}", m.server_connections.median);
+        if let Load::Ceiling { queries } = s.load {
+            let ideal =
+                queries as f64 * crate::engine::SLEEP_SECONDS * 1e3 / c.candidate.conns as f64;
+            let _ = writeln!(
+                t,
+                "| {} | {} | {} | {:.0} | {:.2}x | {} | {:.1} | {} | {} | {} | {} |",
+                c.candidate.name,
+                conns,
+                range(&m.wall_ms, |v| format!("{v:.0}")),
+                ideal,
+                m.wall_ms.median / ideal,
+                thousands(m.throughput.median),
+                m.client_cpu_us.median,
+                ms(m.p50_us.median),
+                ms(m.p99_us.median),
+                ms(m.max_us.median),
+                m.errors
+            );
+            continue;
+        }
+        let opt = |f: &Option<Figure>, p: usize| {
+            f.map(|f| format!("{:.*}", p, f.median))
+                .unwrap_or_else(|| "–".into())
+        };
+        let _ = writeln!(
+            t,
+            "| {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            c.candidate.name,
+            conns,
+            range(&m.throughput, thousands),
+            range(&m.client_cpu_us, |v| format!("{v:.1}")),
+            m.machine_cpu_us.median,
+            ms(m.p50_us.median),
+            ms(m.p90_us.median),
+            ms(m.p99_us.median),
+            ms(m.p999_us.median),
+            ms(m.p9999_us.median),
+            ms(m.max_us.median),
+            m.errors,
+            opt(&m.units_per_readable, 1),
+            opt(&m.writes_per_unit, 3),
+        );
+    }
+    if let Some(aa) = &s.aa {
+        let _ = writeln!(
+            t,
+            "\nA/A control ({} vs {}): throughput differs by {:.1}%, client CPU by {:.1}%, p99 by {:.1}%, p99.9 by {:.1}%.",
+            aa.a, aa.b, aa.throughput_pct, aa.client_cpu_pct, aa.p99_pct, aa.p999_pct
+        );
+    }
+    if s.delay_kind != Delay::Direct && !ceiling {
+        let proxy: Vec<String> = s
+            .candidates
+            .iter()
+            .filter(|c| !c.runs.is_empty())
+            .map(|c| format!("{:.1}", c.summary.proxy_cpu_us.median))
+            .collect();
+        let late = s
+            .candidates
+            .iter()
+            .filter_map(|c| c.summary.proxy_late_max_us)
+            .map(|f| f.max)
+            .fold(0.0, f64::max);
+        let _ = writeln!(
+            t,
+            "\nDelay-proxy CPU µs/op (in machine CPU, not in client CPU), same order: {}. \
+             Worst proxy lateness (a chunk released after its due time) in any run: {:.2} ms.",
+            proxy.join(", "),
+            late / 1e3
+        );
+    }
+    t
+}
+
+/// Goals as a Markdown table.
+pub fn goals_table(goals: &[Goal]) -> String {
+    let mut t = String::from("| goal (issue 5) | measured | status |\n|---|---|---|\n");
+    for g in goals {
+        let st = match g.met {
+            Some(true) => "met",
+            Some(false) => "MISSED",
+            None => "n/a",
+        };
+        let _ = writeln!(t, "| {} | {} | {} |", g.goal, g.measured, st);
+    }
+    t
+}
+
+/// Facts about the machine and the server, for the record.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    pub nproc: usize,
+    pub cpu_model: String,
+    pub mem_total_gib: f64,
+    pub kernel: String,
+    pub server_version: String,
+    pub server: String,
+}
+
+impl Machine {
+    pub fn collect(server_version: String, server: String) -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu_model = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_owned())
+            .unwrap_or_else(|| "unknown".into());
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let kib: f64 = meminfo
+            .lines()
+            .find(|l| l.starts_with("MemTotal:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        Machine {
+            nproc: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            cpu_model,
+            mem_total_gib: (kib / 1024.0 / 1024.0 * 10.0).round() / 10.0,
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .unwrap_or_default()
+                .trim()
+                .to_owned(),
+            server_version,
+            server,
+        }
+    }
+}
+
+/// The whole JSON document.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub command: String,
+    pub started_unix: u64,
+    pub elapsed_seconds: f64,
+    pub git_commit: Option<String>,
+    /// Share of the machine's CPU busy in the second before the first run (other work).
+    pub background_busy_pct: f64,
+    pub machine: Machine,
+    pub settings: Settings,
+    pub quick: bool,
+    pub goals: Vec<Goal>,
+    pub scenarios: Vec<ScenarioResult>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_and_range() {
+        let f = Figure::of([3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((f.median, f.min, f.max), (2.0, 1.0, 3.0));
+        assert_eq!(Figure::of([1.0, 2.0, 4.0, 10.0]).unwrap().median, 3.0);
+        assert!(Figure::of([]).is_none());
+        assert_eq!(thousands(1234567.4), "1,234,567");
+        assert_eq!(thousands(999.0), "999");
+    }
+}
