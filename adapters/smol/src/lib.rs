@@ -48,23 +48,31 @@ impl SmolRuntime {
     }
 }
 
-impl Runtime for SmolRuntime {
-    type Socket = FuturesIo<Async<TcpStream>>;
-    type Sleep = Timer;
-    type Connect = Pin<Box<dyn Future<Output = io::Result<Self::Socket>> + Send>>;
+/// Both runtimes use async-io's sockets and timers; they differ only in where tasks run
+/// (and therefore whether the connect future must be `Send`).
+macro_rules! async_io_runtime {
+    ($rt:ty, $($send:tt)*) => {
+        impl Runtime for $rt {
+            type Socket = FuturesIo<Async<TcpStream>>;
+            type Sleep = Timer;
+            type Connect = Pin<Box<dyn Future<Output = io::Result<Self::Socket>> $($send)*>>;
 
-    fn connect(&self, host: &str, port: u16) -> Self::Connect {
-        Box::pin(connect_tcp(host.to_owned(), port))
-    }
+            fn connect(&self, host: &str, port: u16) -> Self::Connect {
+                Box::pin(connect_tcp(host.to_owned(), port))
+            }
 
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
+            fn now(&self) -> Instant {
+                Instant::now()
+            }
 
-    fn sleep_until(&self, deadline: Instant) -> Timer {
-        Timer::at(deadline)
-    }
+            fn sleep_until(&self, deadline: Instant) -> Timer {
+                Timer::at(deadline)
+            }
+        }
+    };
 }
+
+async_io_runtime!(SmolRuntime, + Send);
 
 impl<F: Future<Output = ()> + Send + 'static> Spawn<F> for SmolRuntime {
     fn spawn(&self, fut: F) {
@@ -90,23 +98,7 @@ impl SmolLocalRuntime {
     }
 }
 
-impl Runtime for SmolLocalRuntime {
-    type Socket = FuturesIo<Async<TcpStream>>;
-    type Sleep = Timer;
-    type Connect = Pin<Box<dyn Future<Output = io::Result<Self::Socket>>>>;
-
-    fn connect(&self, host: &str, port: u16) -> Self::Connect {
-        Box::pin(connect_tcp(host.to_owned(), port))
-    }
-
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
-
-    fn sleep_until(&self, deadline: Instant) -> Timer {
-        Timer::at(deadline)
-    }
-}
+async_io_runtime!(SmolLocalRuntime,);
 
 impl<F: Future<Output = ()> + 'static> Spawn<F> for SmolLocalRuntime {
     fn spawn(&self, fut: F) {

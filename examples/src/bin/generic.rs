@@ -16,7 +16,6 @@
 
 use pgpipe::rt::Runtime;
 use pgpipe::{Adapter, Client, Error};
-use pgpipe_tests::Cluster;
 
 /// Creates and fills the example's table once (DDL goes through a session: the shared path's
 /// guard admits only statements that leave no session state behind).
@@ -131,18 +130,7 @@ fn on_glommio(url: &str) -> Result<Report, Error> {
 }
 
 fn main() {
-    let (_cluster, url) = match std::env::var("DATABASE_URL") {
-        Ok(url) => (None, url),
-        Err(_) => {
-            eprintln!("no DATABASE_URL: starting a throwaway PostgreSQL cluster...");
-            let c = Cluster::start().unwrap_or_else(|e| {
-                eprintln!("cannot start PostgreSQL: {e}");
-                std::process::exit(1)
-            });
-            let url = c.url();
-            (Some(c), url)
-        }
-    };
+    let (_cluster, url) = pgpipe_examples::database();
     type Run = fn(&str) -> Result<Report, Error>;
     let runs: [(&str, Run); 3] = [
         ("smol", on_smol),

@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pgpipe::Config;
-use pgpipe_tests::Cluster;
 
 struct Args {
     tasks: usize,
@@ -64,18 +63,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let (_cluster, url) = match std::env::var("DATABASE_URL") {
-        Ok(url) => (None, url),
-        Err(_) => {
-            eprintln!("no DATABASE_URL: starting a throwaway PostgreSQL cluster...");
-            let c = Cluster::start().unwrap_or_else(|e| {
-                eprintln!("cannot start PostgreSQL: {e}");
-                std::process::exit(1)
-            });
-            let url = c.url();
-            (Some(c), url)
-        }
-    };
+    let (_cluster, url) = pgpipe_examples::database();
     if let Err(e) = smol::block_on(run(&args, &url)) {
         eprintln!("error: {e}");
         std::process::exit(1);

@@ -15,7 +15,6 @@ use std::time::Instant;
 
 use glommio::{CpuSet, LocalExecutorBuilder, LocalExecutorPoolBuilder, PoolPlacement};
 use pgpipe::{Config, Error};
-use pgpipe_tests::Cluster;
 
 struct Args {
     tasks: usize,
@@ -75,18 +74,7 @@ fn main() {
         eprintln!("{e}");
         std::process::exit(1);
     }
-    let (_cluster, url) = match std::env::var("DATABASE_URL") {
-        Ok(url) => (None, url),
-        Err(_) => {
-            eprintln!("no DATABASE_URL: starting a throwaway PostgreSQL cluster...");
-            let c = Cluster::start().unwrap_or_else(|e| {
-                eprintln!("cannot start PostgreSQL: {e}");
-                std::process::exit(1)
-            });
-            let url = c.url();
-            (Some(c), url)
-        }
-    };
+    let (_cluster, url) = pgpipe_examples::database();
     let mut cfg = Config::from_url(&url).unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(2)
