@@ -119,9 +119,15 @@ pub mod alloc {
     //!
     //! Install it in a benchmark binary:
     //!
-    //! ```ignore
+    //! ```
     //! #[global_allocator]
     //! static ALLOC: pgpipe_bench::alloc::CountingAlloc = pgpipe_bench::alloc::CountingAlloc;
+    //!
+    //! fn main() {
+    //!     let (allocs, v) = pgpipe_bench::alloc::count(|| vec![7u8; 64]);
+    //!     assert_eq!(v.len(), 64);
+    //!     assert!(allocs >= 1);
+    //! }
     //! ```
     //!
     //! The counter is process-wide (every thread), so measure with no other threads allocating.
