@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use postgres_types::{ToSql, Type};
 
-use crate::driver::shared::{ConnShared, QueryResult, QueryWaiter};
+use crate::driver::shared::{ConnShared, CostTable, QueryResult, QueryWaiter};
 use crate::driver::ConnTask;
 use crate::exclusive::{reset_ok, Checkout, Held, Pinned};
 use crate::guard::Guard;
@@ -18,6 +18,10 @@ use crate::sched::Waiter;
 use crate::session::{Session, Transaction};
 use crate::stats::Stats;
 use crate::{Config, Error, Row};
+
+/// Estimated extra work ahead (ns) on the least-loaded connection beyond which routing prefers
+/// the connection with the least estimated work: roughly one statement known to be slow.
+const SLOW_AHEAD_NS: u64 = 5_000_000;
 
 /// A runtime that can run pgpipe: a [`Runtime`] that can spawn the connection task.
 /// Implemented automatically; adapters only implement `Runtime` and `Spawn`.
@@ -47,6 +51,8 @@ struct Inner<R> {
     cursor: AtomicUsize,
     pinned: Arc<Pinned>,
     guard: Guard,
+    /// Cost estimates per SQL text, shared by every connection.
+    costs: Arc<CostTable>,
 }
 
 impl<R> Drop for Inner<R> {
@@ -63,9 +69,13 @@ impl<R: Adapter> Client<R> {
     pub async fn connect(rt: R, config: Config) -> Result<Client<R>, Error> {
         config.validate()?;
         let cfg = Arc::new(config.clone());
+        // Enough for every connection's statement cache, shared and exclusive.
+        let costs = Arc::new(CostTable::new(
+            config.statement_cache_size * (config.pipeline_size + config.pinned_size),
+        ));
         // All connections open concurrently; the first failure is reported.
         let opening: Vec<_> = (0..config.pipeline_size)
-            .map(|_| spawn_connection(&rt, &cfg, false))
+            .map(|_| spawn_connection(&rt, &cfg, false, &costs))
             .collect();
         let mut conns = Vec::with_capacity(opening.len());
         let mut failure = None;
@@ -92,6 +102,7 @@ impl<R: Adapter> Client<R> {
                 cursor: AtomicUsize::new(0),
                 pinned,
                 guard,
+                costs,
             }),
         })
     }
@@ -125,7 +136,8 @@ impl<R: Adapter> Client<R> {
                     }
                 }
                 Checkout::Open => {
-                    let (shared, opened) = spawn_connection(&self.inner.rt, &self.inner.cfg, true);
+                    let (shared, opened) =
+                        spawn_connection(&self.inner.rt, &self.inner.cfg, true, &self.inner.costs);
                     if let Err(e) = futures_lite::future::poll_fn(|cx| opened.poll_block(cx)).await
                     {
                         pinned.forfeit();
@@ -212,6 +224,22 @@ impl<R: Runtime> Client<R> {
     /// The configuration this client was built with.
     pub fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    /// Each cached statement's estimated server time per execution, per pipelined connection:
+    /// `(connection index, SQL text, estimate)`; `None` until the statement has completed once.
+    pub fn statement_estimates(&self) -> Vec<(usize, String, Option<std::time::Duration>)> {
+        let mut out = Vec::new();
+        for (i, c) in self.inner.conns.iter().enumerate() {
+            for (sql, ns) in c.estimates() {
+                out.push((
+                    i,
+                    sql,
+                    (ns > 0).then(|| std::time::Duration::from_nanos(ns)),
+                ));
+            }
+        }
+        out
     }
 
     /// Connections still accepting work.
@@ -352,7 +380,11 @@ impl<R: Runtime> Client<R> {
         let conns = &self.inner.conns;
         let n = conns.len();
         let start = self.inner.cursor.fetch_add(1, Relaxed) % n;
-        let mut best: Option<(u64, &Arc<ConnShared>)> = None;
+        // Least loaded by count (which keeps uniform work evenly spread), unless that
+        // connection has far more estimated work ahead than the one with the least: then a
+        // statement expected to be slow is queued there, and this unit goes around it.
+        let mut by_count: Option<((u64, u64), &Arc<ConnShared>)> = None;
+        let mut by_cost: Option<((u64, u64), &Arc<ConnShared>)> = None;
         for i in 0..n {
             let c = &conns[(start + i) % n];
             if !c.is_open() {
@@ -362,12 +394,25 @@ impl<R: Runtime> Client<R> {
             if load == 0 {
                 return Ok(c);
             }
-            if best.is_none_or(|(l, _)| load < l) {
-                best = Some((load, c));
+            let cost = c.pending_cost();
+            if by_count.is_none_or(|(k, _)| (load, cost) < k) {
+                by_count = Some(((load, cost), c));
+            }
+            if by_cost.is_none_or(|(k, _)| (cost, load) < k) {
+                by_cost = Some(((cost, load), c));
             }
         }
+        let best = match (by_count, by_cost) {
+            (Some(((_, count_cost), _)), Some(((min_cost, _), k)))
+                if count_cost > min_cost + SLOW_AHEAD_NS =>
+            {
+                Some(k)
+            }
+            (Some((_, c)), _) => Some(c),
+            _ => None,
+        };
         match best {
-            Some((_, c)) => Ok(c),
+            Some(c) => Ok(c),
             None if conns.iter().all(|c| c.has_exited() || !c.is_open()) && self.any_closing() => {
                 Err(Error::Closed)
             }
@@ -444,8 +489,13 @@ fn spawn_connection<R: Adapter>(
     rt: &R,
     cfg: &Arc<Config>,
     exclusive: bool,
+    costs: &Arc<CostTable>,
 ) -> (Arc<ConnShared>, Arc<Waiter<Result<(), Error>>>) {
-    let shared = Arc::new(ConnShared::new(cfg.mailbox_size, cfg.statement_cache_size));
+    let shared = Arc::new(ConnShared::new(
+        cfg.mailbox_size,
+        cfg.statement_cache_size,
+        costs.clone(),
+    ));
     let opened = Arc::new(Waiter::new());
     rt.spawn(ConnTask::new(
         rt.clone(),

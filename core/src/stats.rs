@@ -50,6 +50,9 @@ counters! {
     queued,
     /// Highest `queued` seen.
     queued_peak,
+    /// Estimated server time of the units queued and in flight, in ns (a gauge; cost-aware
+    /// routing sends each unit where this is lowest).
+    est_pending_ns,
     /// Parse messages sent (statement-cache misses and typed queries).
     parses_sent,
     /// Describe messages sent.

@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicBool, AtomicU8};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 
@@ -40,6 +40,66 @@ pub(crate) struct Statement {
     pub(crate) columns: Arc<[Column]>,
     /// Cleared (under the connection lock) when evicted: a caller holding it re-prepares.
     live: AtomicBool,
+    /// Estimated server time per execution in ns (EWMA; 0 until first observed), shared by
+    /// every connection of the client that prepared the same text.
+    cost_ns: Arc<AtomicU64>,
+}
+
+/// The estimate used for a statement never observed yet.
+pub(crate) const DEFAULT_COST_NS: u64 = 100_000;
+
+impl Statement {
+    /// Expected server time of one execution.
+    pub(crate) fn estimate_ns(&self) -> u64 {
+        match self.cost_ns.load(Relaxed) {
+            0 => DEFAULT_COST_NS,
+            c => c,
+        }
+    }
+
+    /// Folds one observed execution time into the estimate (EWMA, weight 1/8; the first
+    /// observation is taken as is). Only the connection's task writes it.
+    pub(crate) fn observe(&self, ns: u64) {
+        let ns = ns.max(1);
+        let _ = self.cost_ns.fetch_update(Relaxed, Relaxed, |old| {
+            Some(if old == 0 {
+                ns
+            } else {
+                (old - old / 8 + ns / 8).max(1)
+            })
+        });
+    }
+}
+
+/// Cost estimates per SQL text, shared by a client's connections so that routing compares the
+/// same estimate everywhere (one connection's noisy sample must not skew the split). Bounded:
+/// past its capacity, entries no cached statement uses any more are dropped.
+pub(crate) struct CostTable {
+    cells: Mutex<std::collections::HashMap<Box<str>, Arc<AtomicU64>>>,
+    capacity: usize,
+}
+
+impl CostTable {
+    pub(crate) fn new(capacity: usize) -> CostTable {
+        CostTable {
+            cells: Mutex::new(std::collections::HashMap::new()),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// The cell for `sql` (called when a prepare completes, not per query).
+    fn cell(&self, sql: &str) -> Arc<AtomicU64> {
+        let mut cells = lock(&self.cells);
+        if let Some(c) = cells.get(sql) {
+            return c.clone();
+        }
+        if cells.len() >= self.capacity {
+            cells.retain(|_, c| Arc::strong_count(c) > 1);
+        }
+        let c = Arc::new(AtomicU64::new(0));
+        cells.insert(sql.into(), c.clone());
+        c
+    }
 }
 
 /// Why a prepare failed: a server error (shared by every waiter) or a connection failure.
@@ -83,6 +143,10 @@ pub(crate) struct Queued {
     pub(crate) token: Token,
     pub(crate) kind: UnitKind,
     pub(crate) closes: bool,
+    /// The estimate this unit added to the connection's pending cost.
+    pub(crate) cost: u64,
+    /// The statement executed, whose estimate the completion updates.
+    pub(crate) stmt: Option<Arc<Statement>>,
 }
 
 #[derive(Clone)]
@@ -138,6 +202,8 @@ pub(crate) struct ConnShared {
     /// Signalled when the task has exited.
     pub(crate) exited: Event,
     pub(crate) exited_flag: AtomicBool,
+    /// The client's cost estimates, shared by its connections.
+    costs: Arc<CostTable>,
     /// Mirrors `status == Open` so routing never takes the lock.
     open_flag: AtomicBool,
     /// Set by `abort()`: the task fails everything at its next tick.
@@ -149,8 +215,9 @@ pub(crate) struct ConnShared {
 }
 
 impl ConnShared {
-    pub(crate) fn new(mailbox_size: usize, cache_size: usize) -> ConnShared {
+    pub(crate) fn new(mailbox_size: usize, cache_size: usize, costs: Arc<CostTable>) -> ConnShared {
         ConnShared {
+            costs,
             state: Mutex::new(State {
                 buf: BytesMut::with_capacity(8 * 1024),
                 committed: 0,
@@ -172,6 +239,23 @@ impl ConnShared {
             notifications: Mutex::new(Notifications::default()),
             mailbox_size,
         }
+    }
+
+    /// Estimated server work queued and in flight on this connection, in ns.
+    pub(crate) fn pending_cost(&self) -> u64 {
+        self.counters.est_pending_ns.load(Relaxed)
+    }
+
+    /// Statements cached on this connection with their cost estimates.
+    pub(crate) fn estimates(&self) -> Vec<(String, u64)> {
+        let st = lock(&self.state);
+        st.statements
+            .iter()
+            .filter_map(|(sql, e)| match e {
+                CacheEntry::Ready(s) => Some((sql.to_owned(), s.cost_ns.load(Relaxed))),
+                CacheEntry::Preparing(_) => None,
+            })
+            .collect()
     }
 
     /// Load used for routing: units queued plus in flight.
@@ -333,7 +417,7 @@ impl ConnShared {
     /// Returns `Ok(None)` if the statement was evicted meanwhile (the caller re-prepares).
     pub(crate) async fn submit_execute(
         &self,
-        stmt: &Statement,
+        stmt: &Arc<Statement>,
         params: encode::Params<'_>,
     ) -> Result<Option<Arc<QueryWaiter>>, Error> {
         self.with_room(|st| {
@@ -345,7 +429,8 @@ impl ConnShared {
             encode::execute(&stmt.name, &stmt.params, params, &mut st.buf)?;
             let waiter = Arc::new(QueryWaiter::new());
             let kind = UnitKind::Execute(stmt.columns.clone());
-            let waker = self.push_locked(st, start, Token::Query(waiter.clone()), kind, false);
+            let token = Token::Query(waiter.clone());
+            let waker = self.push_costed(st, start, token, kind, false, Some(stmt.clone()));
             Ok(Some((waiter, waker)))
         })
         .await
@@ -460,13 +545,31 @@ impl ConnShared {
         kind: UnitKind,
         closes: bool,
     ) -> Option<Waker> {
+        self.push_costed(st, start, token, kind, closes, None)
+    }
+
+    /// [`ConnShared::push_locked`] for an execution of `stmt`: its estimate counts as pending work
+    /// on this connection until it completes (cost-aware routing reads the sum).
+    fn push_costed(
+        &self,
+        st: &mut State,
+        start: usize,
+        token: Token,
+        kind: UnitKind,
+        closes: bool,
+        stmt: Option<Arc<Statement>>,
+    ) -> Option<Waker> {
         let len = st.buf.len() - start;
         st.committed = st.buf.len();
+        let cost = stmt.as_ref().map_or(0, |s| s.estimate_ns());
+        self.counters.est_pending_ns.fetch_add(cost, Relaxed);
         st.queue.push_back(Queued {
             len,
             token,
             kind,
             closes,
+            cost,
+            stmt,
         });
         let q = self.counters.queued.fetch_add(1, Relaxed) + 1;
         self.counters.queued_peak.fetch_max(q, Relaxed);
@@ -496,6 +599,7 @@ impl ConnShared {
                         params,
                         columns,
                         live: AtomicBool::new(true),
+                        cost_ns: self.costs.cell(&p.sql),
                     });
                     if mine {
                         if let Some(e) = st.statements.get_mut(&p.sql) {

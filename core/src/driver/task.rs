@@ -11,13 +11,14 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use postgres_types::Type;
 
 use crate::driver::shared::{
-    ConnShared, Notification, PrepareError, QueryResult, Status, Token, NOTIFICATION_BACKLOG,
+    ConnShared, Notification, PrepareError, QueryResult, Statement, Status, Token,
+    NOTIFICATION_BACKLOG,
 };
 use postgres_protocol::message::backend::Message;
 
@@ -38,6 +39,11 @@ const READ_CHUNK: usize = 64 * 1024;
 struct Sent {
     token: Token,
     start: u64,
+    /// The estimate counted in the connection's pending cost, and the statement to update.
+    cost: u64,
+    stmt: Option<Arc<Statement>>,
+    /// When the unit was handed to the write buffer (the runtime's clock).
+    sent_at: Instant,
 }
 
 /// Where the task is in a connection's life.
@@ -85,6 +91,8 @@ pub struct ConnTask<R: Runtime> {
     opened: Option<Arc<Waiter<Result<(), Error>>>>,
     backoff: Duration,
     terminating: bool,
+    /// When the last unit completed (for per-unit server time estimates).
+    last_done: Instant,
 }
 
 const BACKOFF_START: Duration = Duration::from_millis(50);
@@ -99,6 +107,7 @@ impl<R: Runtime> ConnTask<R> {
         opened: Arc<Waiter<Result<(), Error>>>,
     ) -> Self {
         let phase = connecting(&rt, &cfg);
+        let rt_now = rt.now();
         ConnTask {
             rt,
             cfg,
@@ -118,6 +127,7 @@ impl<R: Runtime> ConnTask<R> {
             opened: Some(opened),
             backoff: BACKOFF_START,
             terminating: false,
+            last_done: rt_now,
         }
     }
 
@@ -378,6 +388,8 @@ impl<R: Runtime> ConnTask<R> {
             session: &mut self.session,
             exclusive: self.exclusive,
             leaked: None,
+            now: self.rt.now(),
+            last_done: &mut self.last_done,
         };
         let done = self.pipeline.drain(&mut self.rbuf, &mut h)?;
         let leaked = h.leaked.take();
@@ -405,6 +417,12 @@ impl<R: Runtime> ConnTask<R> {
             _ => st.task_waker = Some(cx.waker().clone()),
         }
         let room = self.cfg.max_in_flight.saturating_sub(self.pipeline.len());
+        // One clock read per pump, not per unit.
+        let now = if st.queue.is_empty() {
+            None
+        } else {
+            Some(self.rt.now())
+        };
         let mut moved = 0usize;
         let mut bytes = 0usize;
         while moved < room && self.wbuf.len() + bytes < WRITE_HIGH_WATER {
@@ -426,10 +444,14 @@ impl<R: Runtime> ConnTask<R> {
             if q.closes {
                 c.inc(&c.closes_sent);
             }
+            let sent_at = now.unwrap_or(self.last_done);
             self.pipeline.push(
                 Sent {
                     token: q.token,
                     start,
+                    cost: q.cost,
+                    stmt: q.stmt,
+                    sent_at,
                 },
                 q.kind,
             );
@@ -521,10 +543,24 @@ impl<R: Runtime> ConnTask<R> {
         let sent: Vec<Sent> = self.pipeline.take_all().collect();
         for s in sent {
             let dispatched = s.start < written;
-            fail(&self.shared, s.token, &reason, dispatched, &mut self.wakes);
+            fail(
+                &self.shared,
+                s.token,
+                s.cost,
+                &reason,
+                dispatched,
+                &mut self.wakes,
+            );
         }
         for q in queued {
-            fail(&self.shared, q.token, &reason, false, &mut self.wakes);
+            fail(
+                &self.shared,
+                q.token,
+                q.cost,
+                &reason,
+                false,
+                &mut self.wakes,
+            );
         }
         self.socket = None;
         self.rbuf.clear();
@@ -548,14 +584,20 @@ impl<R: Runtime> ConnTask<R> {
     }
 }
 
+fn sub_saturating(c: &std::sync::atomic::AtomicU64, v: u64) {
+    let _ = c.fetch_update(Relaxed, Relaxed, |x| Some(x.saturating_sub(v)));
+}
+
 fn fail(
     shared: &ConnShared,
     token: Token,
+    cost: u64,
     reason: &Arc<str>,
     dispatched: bool,
     wakes: &mut DeferredWakes,
 ) {
     let c = &shared.counters;
+    sub_saturating(&c.est_pending_ns, cost);
     match token {
         Token::Query(w) => {
             let err = if dispatched {
@@ -679,13 +721,21 @@ impl<R: Runtime> Drop for ConnTask<R> {
                 fail(
                     &self.shared,
                     s.token,
+                    s.cost,
                     &reason,
                     s.start < written,
                     &mut self.wakes,
                 );
             }
             for q in queued {
-                fail(&self.shared, q.token, &reason, false, &mut self.wakes);
+                fail(
+                    &self.shared,
+                    q.token,
+                    q.cost,
+                    &reason,
+                    false,
+                    &mut self.wakes,
+                );
             }
             if let Some(w) = self.opened.take() {
                 w.unblock(
@@ -711,12 +761,27 @@ struct Completer<'a> {
     session: &'a mut SessionInfo,
     exclusive: bool,
     leaked: Option<String>,
+    /// When this drain's bytes were read.
+    now: Instant,
+    /// When the previous unit on this connection completed.
+    last_done: &'a mut Instant,
 }
 
 impl Handler<Sent> for Completer<'_> {
     fn unit_done(&mut self, sent: Sent, outcome: Outcome) {
         let c = &self.shared.counters;
         c.inc(&c.units_completed);
+        sub_saturating(&c.est_pending_ns, sent.cost);
+        // Server time of this unit: from when it reached the head of the FIFO (it was sent, or
+        // the unit before it completed, whichever is later) to its ReadyForQuery. Units read in
+        // one batch share the batch's read time, so the first carries the gap and the rest ~0:
+        // the mean is kept, which is what routing needs.
+        let head_since = sent.sent_at.max(*self.last_done);
+        *self.last_done = self.now;
+        if let (Some(stmt), false) = (&sent.stmt, matches!(outcome, Outcome::Failed(_))) {
+            let ns = self.now.saturating_duration_since(head_since).as_nanos();
+            stmt.observe(u64::try_from(ns).unwrap_or(u64::MAX));
+        }
         if matches!(outcome, Outcome::Failed(_)) {
             c.inc(&c.errors_db);
         }

@@ -79,6 +79,11 @@ impl<V> StatementCache<V> {
         self.map.remove(sql).map(|s| s.value)
     }
 
+    /// Every entry, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
+        self.map.iter().map(|(k, s)| (&**k, &s.value))
+    }
+
     /// Entries held.
     pub fn len(&self) -> usize {
         self.map.len()

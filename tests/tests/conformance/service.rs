@@ -313,6 +313,78 @@ pub async fn a_slow_query_does_not_stall_callers_routed_elsewhere<H: Harness>() 
     db.close().await;
 }
 
+/// Cost-aware routing: once a statement is known to be slow, concurrent fast units go to the
+/// connection with less estimated work ahead, even when counting units would send some of them
+/// behind the slow one.
+pub async fn fast_units_are_not_routed_behind_a_known_slow_one<H: Harness>() {
+    let db = client::<H>(|c| c.pipeline_size = 2).await;
+    let slow_sql = "SELECT pg_sleep($1::float8)";
+    let fast_sql = "SELECT $1::int4";
+    // Learn the estimates: the slow text takes ~0.3 s on whichever connection runs it, and the
+    // fast text is prepared on both (two concurrent callers take both connections).
+    for _ in 0..2 {
+        let (a, b) = futures_lite::future::zip(
+            db.query(slow_sql, &[&0.3f64]),
+            db.query(slow_sql, &[&0.3f64]),
+        )
+        .await;
+        a.unwrap();
+        b.unwrap();
+        let (a, b) =
+            futures_lite::future::zip(db.query(fast_sql, &[&0i32]), db.query(fast_sql, &[&0i32]))
+                .await;
+        a.unwrap();
+        b.unwrap();
+    }
+    assert_eq!(
+        db.statement_estimates()
+            .iter()
+            .filter(|(_, sql, _)| sql == fast_sql)
+            .count(),
+        2,
+        "the fast text is prepared on both connections"
+    );
+    let known = db.statement_estimates();
+    assert!(
+        known
+            .iter()
+            .filter(|(_, sql, _)| sql == slow_sql)
+            .all(|(_, _, e)| e.is_some_and(|e| e >= Duration::from_millis(100))),
+        "{known:?}"
+    );
+    let slow_done = Arc::new(AtomicBool::new(false));
+    let slow = {
+        let (db, slow_done) = (db.clone(), slow_done.clone());
+        H::spawn(async move {
+            let r = db.query(slow_sql, &[&2.0f64]).await.map(|_| ());
+            slow_done.store(true, Ordering::SeqCst);
+            r
+        })
+    };
+    H::sleep(Duration::from_millis(100)).await;
+    assert!(db.stats().connections.iter().any(|c| c.est_pending_ns > 0));
+    // 60 fast units at once: by unit count, about a third would join the slow connection's
+    // queue; by expected cost, all go to the other.
+    let fast: Vec<_> = (0..60i32)
+        .map(|i| {
+            let db = db.clone();
+            H::spawn(async move {
+                let r = db.query_one(fast_sql, &[&i]).await.unwrap();
+                assert_eq!(r.get::<_, i32>(0), i);
+            })
+        })
+        .collect();
+    for f in fast {
+        f.await;
+    }
+    assert!(
+        !slow_done.load(Ordering::SeqCst),
+        "a fast unit waited behind the slow one"
+    );
+    slow.await.unwrap();
+    db.close().await;
+}
+
 pub async fn a_full_mailbox_makes_callers_wait_instead_of_growing<H: Harness>() {
     let db = client::<H>(|c| {
         c.pipeline_size = 1;
