@@ -524,6 +524,20 @@ impl<R: Runtime> ConnTask<R> {
         let reason: Arc<str> = reason.into();
         let c = &self.shared.counters;
         c.inc(&c.errors_connection);
+        self.fail_all(&reason);
+        self.socket = None;
+        self.rbuf.clear();
+        self.wbuf.clear();
+        let stopping = self.shared.abort_flag.load(Relaxed) || self.exclusive;
+        if stopping {
+            return self.finish(Status::Dead(reason));
+        }
+        self.back_off()
+    }
+
+    /// Marks the connection dead and fails every unit it holds: sent ones as `Indeterminate`
+    /// (unless none of their bytes were written), queued ones as `NotDispatched`.
+    fn fail_all(&mut self, reason: &Arc<str>) {
         let queued = {
             let mut st = lock(&self.shared.state);
             self.shared
@@ -537,39 +551,25 @@ impl<R: Runtime> ConnTask<R> {
             self.shared.wake_waiters(&mut st, &mut self.wakes);
             std::mem::take(&mut st.queue)
         };
+        let c = &self.shared.counters;
         c.queued.fetch_sub(queued.len() as u64, Relaxed);
         c.in_flight.fetch_sub(self.pipeline.len() as u64, Relaxed);
         let written = self.written;
         let sent: Vec<Sent> = self.pipeline.take_all().collect();
-        for s in sent {
-            let dispatched = s.start < written;
+        let units = sent
+            .into_iter()
+            .map(|s| (s.token, s.cost, s.start < written))
+            .chain(queued.into_iter().map(|q| (q.token, q.cost, false)));
+        for (token, cost, dispatched) in units {
             fail(
                 &self.shared,
-                s.token,
-                s.cost,
-                &reason,
+                token,
+                cost,
+                reason,
                 dispatched,
                 &mut self.wakes,
             );
         }
-        for q in queued {
-            fail(
-                &self.shared,
-                q.token,
-                q.cost,
-                &reason,
-                false,
-                &mut self.wakes,
-            );
-        }
-        self.socket = None;
-        self.rbuf.clear();
-        self.wbuf.clear();
-        let stopping = self.shared.abort_flag.load(Relaxed) || self.exclusive;
-        if stopping {
-            return self.finish(Status::Dead(reason));
-        }
-        self.back_off()
     }
 
     fn finish(&mut self, status: Status) -> Poll<()> {
@@ -710,33 +710,7 @@ impl<R: Runtime> Drop for ConnTask<R> {
         // waiting forever.
         if !matches!(self.phase, Phase::Done) {
             let reason: Arc<str> = "connection task was dropped by its runtime".into();
-            let mut st = lock(&self.shared.state);
-            self.shared
-                .set_status(&mut st, Status::Dead(reason.clone()));
-            let queued = std::mem::take(&mut st.queue);
-            drop(st);
-            let written = self.written;
-            let sent: Vec<Sent> = self.pipeline.take_all().collect();
-            for s in sent {
-                fail(
-                    &self.shared,
-                    s.token,
-                    s.cost,
-                    &reason,
-                    s.start < written,
-                    &mut self.wakes,
-                );
-            }
-            for q in queued {
-                fail(
-                    &self.shared,
-                    q.token,
-                    q.cost,
-                    &reason,
-                    false,
-                    &mut self.wakes,
-                );
-            }
+            self.fail_all(&reason);
             if let Some(w) = self.opened.take() {
                 w.unblock(
                     Err(Error::NoConnection {
@@ -745,8 +719,6 @@ impl<R: Runtime> Drop for ConnTask<R> {
                     &mut self.wakes,
                 );
             }
-            self.shared
-                .wake_waiters(&mut lock(&self.shared.state), &mut self.wakes);
             self.wakes.wake_all();
             self.shared.mark_exited();
         }
