@@ -1,14 +1,19 @@
-//! The connection service callers use: `pipeline_size` pipelined connections behind one handle.
+//! The connection service callers use: `pipeline_size` pipelined connections behind one handle,
+//! and up to `max_connections` when slow statements or saturating server work call for more.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
 
 use postgres_types::{ToSql, Type};
 
-use crate::driver::shared::{ConnShared, CostTable, QueryResult, QueryWaiter};
+use crate::driver::shared::{
+    ConnShared, CostTable, QueryResult, QueryWaiter, Role, Statement, RETIRED,
+};
 use crate::driver::ConnTask;
 use crate::exclusive::{reset_ok, Checkout, Held, Pinned};
 use crate::guard::Guard;
@@ -42,12 +47,26 @@ impl<R: Runtime> Clone for Client<R> {
     }
 }
 
+/// Starts a connection task on a claimed slot (a plain `fn`, so the handle stays `Send` and
+/// `Sync` whatever the runtime, and callers need no `Spawn` bound).
+type OpenFn<R> = fn(&R, &Arc<Config>, &Arc<ConnShared>) -> Opened;
+
+/// Tells whether a connection task got its connection serving.
+type Opened = Arc<Waiter<Result<(), Error>>>;
+
 struct Inner<R> {
     rt: R,
     config: Config,
     /// The same settings, shared with the connection tasks.
     cfg: Arc<Config>,
+    /// Every pipelined slot: `..base` are kept open, the rest are opened on demand.
     conns: Vec<Arc<ConnShared>>,
+    base: usize,
+    open_fn: OpenFn<R>,
+    /// Set by `close()`/`abort()`: no slot is opened any more.
+    closing: AtomicBool,
+    /// `slow_threshold` in ns.
+    slow_ns: u64,
     cursor: AtomicUsize,
     pinned: Arc<Pinned>,
     guard: Guard,
@@ -57,6 +76,7 @@ struct Inner<R> {
 
 impl<R> Drop for Inner<R> {
     fn drop(&mut self) {
+        self.closing.store(true, Release);
         for c in &self.conns {
             c.begin_close();
         }
@@ -77,7 +97,7 @@ impl<R: Adapter> Client<R> {
         let opening: Vec<_> = (0..config.pipeline_size)
             .map(|_| spawn_connection(&rt, &cfg, false, &costs))
             .collect();
-        let mut conns = Vec::with_capacity(opening.len());
+        let mut conns = Vec::with_capacity(config.connection_limit());
         let mut failure = None;
         for (shared, opened) in opening {
             if let Err(e) = futures_lite::future::poll_fn(|cx| opened.poll_block(cx)).await {
@@ -91,11 +111,23 @@ impl<R: Adapter> Client<R> {
             }
             return Err(e);
         }
+        while conns.len() < config.connection_limit() {
+            conns.push(Arc::new(ConnShared::parked(
+                config.mailbox_size,
+                config.statement_cache_size,
+                costs.clone(),
+            )));
+        }
         let pinned = Arc::new(Pinned::new(config.pinned_size));
         let guard = Guard::new(config.guard);
+        let nanos = |d: std::time::Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         Ok(Client {
             inner: Arc::new(Inner {
                 rt,
+                base: config.pipeline_size,
+                open_fn: open_on_demand::<R>,
+                closing: AtomicBool::new(false),
+                slow_ns: nanos(config.slow_threshold),
                 config,
                 cfg,
                 conns,
@@ -196,7 +228,7 @@ impl<R: Runtime> Client<R> {
         let deadline = self.deadline();
         let mut attempts = 0;
         loop {
-            let conn = self.route()?;
+            let conn = self.route(deadline).await?;
             let r = async {
                 let w =
                     with_deadline(&self.inner.rt, deadline, conn.submit_typed(sql, params)).await?;
@@ -210,15 +242,24 @@ impl<R: Runtime> Client<R> {
         }
     }
 
-    /// Counters of every connection and their sum.
+    /// Counters of every pipelined slot (the `pipeline_size` kept open first, then those opened
+    /// on demand) and their sum, with how many connections are open in each role.
     pub fn stats(&self) -> Stats {
-        Stats::from_connections(
+        let mut s = Stats::from_connections(
             self.inner
                 .conns
                 .iter()
                 .map(|c| c.counters.snapshot())
                 .collect(),
-        )
+        );
+        for c in self.inner.conns.iter().filter(|c| c.is_open()) {
+            match c.role() {
+                Role::Base => s.open_base += 1,
+                Role::Lane => s.open_lanes += 1,
+                Role::Overflow => s.open_overflow += 1,
+            }
+        }
+        s
     }
 
     /// The configuration this client was built with.
@@ -250,6 +291,7 @@ impl<R: Runtime> Client<R> {
     /// Graceful close: stop accepting work, let every accepted unit complete, then close the
     /// connections. Returns when all connection tasks have ended. Other clones see `Error::Closed`.
     pub async fn close(&self) {
+        self.inner.closing.store(true, Release);
         for c in &self.inner.conns {
             c.begin_close();
         }
@@ -300,6 +342,7 @@ impl<R: Runtime> Client<R> {
     /// Fails all work at once, shared and exclusive: sent units as `Indeterminate`, queued ones
     /// as `NotDispatched` (not retried), then closes every connection.
     pub fn abort(&self) {
+        self.inner.closing.store(true, Release);
         for c in &self.inner.conns {
             c.abort();
         }
@@ -316,12 +359,40 @@ impl<R: Runtime> Client<R> {
         let deadline = self.deadline();
         let mut attempts = 0;
         loop {
-            let conn = self.route()?;
-            let r = self.run_on(conn, sql, params, deadline).await;
-            if let Some(r) = self.retry_or_return(conn, r, &mut attempts) {
+            let conn = self.route(deadline).await?;
+            let (used, r) = self.attempt(conn, sql, params, deadline).await;
+            if let Some(r) = self.retry_or_return(used, r, &mut attempts) {
                 return r;
             }
         }
+    }
+
+    /// One try on the shared path: the statement is looked up on the routed connection, which
+    /// also gives its cost estimate; one estimated slow goes to a lane of its own instead.
+    async fn attempt<'a>(
+        &'a self,
+        conn: &'a Arc<ConnShared>,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        deadline: Option<Instant>,
+    ) -> (&'a ConnShared, Result<QueryResult, Error>) {
+        let rt = &self.inner.rt;
+        let stmt = match with_deadline(rt, deadline, conn.statement(sql)).await {
+            Ok(s) => s,
+            Err(e) => return (conn, Err(e)),
+        };
+        if stmt.estimate_ns() >= self.inner.slow_ns && self.inner.conns.len() > self.inner.base {
+            if let Some(lane) = self.lane(deadline).await {
+                lane.counters.inc(&lane.counters.lane_units);
+                return (lane, self.run_on(lane, sql, params, deadline).await);
+            }
+        }
+        let r = match self.execute_prepared(conn, &stmt, params, deadline).await {
+            Ok(Some(r)) => Ok(r),
+            Ok(None) => self.run_on(conn, sql, params, deadline).await,
+            Err(e) => Err(e),
+        };
+        (conn, r)
     }
 
     /// `None`: retry on another connection (the unit was never sent and one is still open).
@@ -332,8 +403,8 @@ impl<R: Runtime> Client<R> {
         attempts: &mut usize,
     ) -> Option<Result<QueryResult, Error>> {
         match r {
-            Err(Error::NotDispatched { .. })
-                if self.inner.config.retry_not_dispatched
+            Err(Error::NotDispatched { reason })
+                if (self.inner.config.retry_not_dispatched || *reason == *RETIRED)
                     && *attempts < self.inner.conns.len()
                     && self.inner.conns.iter().any(|c| c.is_open()) =>
             {
@@ -358,77 +429,188 @@ impl<R: Runtime> Client<R> {
         params: &[&(dyn ToSql + Sync)],
         deadline: Option<Instant>,
     ) -> Result<QueryResult, Error> {
-        let rt = &self.inner.rt;
         loop {
-            let stmt = with_deadline(rt, deadline, conn.statement(sql)).await?;
-            if stmt.params.len() != params.len() {
-                return Err(Error::ParamCount {
-                    expected: stmt.params.len(),
-                    given: params.len(),
-                });
+            let stmt = with_deadline(&self.inner.rt, deadline, conn.statement(sql)).await?;
+            if let Some(r) = self.execute_prepared(conn, &stmt, params, deadline).await? {
+                return Ok(r);
             }
-            match with_deadline(rt, deadline, conn.submit_execute(&stmt, params)).await? {
-                Some(w) => return wait(rt, deadline, &w).await,
-                None => continue, // evicted between lookup and submit: prepare again
-            }
+            // Evicted between lookup and submit: prepare again.
         }
     }
 
-    /// Least-loaded open connection (load = queued + in flight); the first idle one from a
-    /// rotating start wins, so ties spread evenly.
-    fn route(&self) -> Result<&Arc<ConnShared>, Error> {
-        let conns = &self.inner.conns;
-        let n = conns.len();
-        let start = self.inner.cursor.fetch_add(1, Relaxed) % n;
-        // Least loaded by count (which keeps uniform work evenly spread), unless that
-        // connection has far more estimated work ahead than the one with the least: then a
-        // statement expected to be slow is queued there, and this unit goes around it.
-        let mut by_count: Option<((u64, u64), &Arc<ConnShared>)> = None;
-        let mut by_cost: Option<((u64, u64), &Arc<ConnShared>)> = None;
-        for i in 0..n {
-            let c = &conns[(start + i) % n];
-            if !c.is_open() {
+    /// Executes a prepared statement; `Ok(None)` if it was evicted before it could be queued.
+    async fn execute_prepared(
+        &self,
+        conn: &ConnShared,
+        stmt: &Arc<Statement>,
+        params: &[&(dyn ToSql + Sync)],
+        deadline: Option<Instant>,
+    ) -> Result<Option<QueryResult>, Error> {
+        if stmt.params.len() != params.len() {
+            return Err(Error::ParamCount {
+                expected: stmt.params.len(),
+                given: params.len(),
+            });
+        }
+        let rt = &self.inner.rt;
+        match with_deadline(rt, deadline, conn.submit_execute(stmt, params)).await? {
+            Some(w) => wait(rt, deadline, &w).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The connection for a fast-path unit. Among the `pipeline_size` base connections: the
+    /// first idle one from a rotating start, else the least loaded by count (which keeps
+    /// uniform work evenly spread) unless that one has far more estimated work ahead than the
+    /// one with the least (a statement expected to be slow is queued there: go around it).
+    /// When even the best base connection is work-bound (its in-flight limit stopped at
+    /// `max_queue_work` of estimated server work with units still waiting), server work, not
+    /// round trips, is what limits it: an overflow connection with less work is used, and one
+    /// more is opened if the limit allows. Cheap units hit `max_in_flight` first and never
+    /// trigger this: pipelining already serves them.
+    async fn route(&self, deadline: Option<Instant>) -> Result<&Arc<ConnShared>, Error> {
+        let inner = &*self.inner;
+        let base = &inner.conns[..inner.base];
+        let start = inner.cursor.fetch_add(1, Relaxed) % base.len();
+        let Some(best) = least_loaded(base, start) else {
+            return self.fallback();
+        };
+        if inner.conns.len() == inner.base || !best.is_work_bound() {
+            return Ok(best);
+        }
+        Ok(self.overflow(best, deadline).await)
+    }
+
+    /// The base connections are work-bound: the open overflow connection with the least
+    /// estimated work if it has less than `best`; while the best choice is work-bound too, a new
+    /// one is opened (one at a time) and this unit waits for it: the work queued ahead of it
+    /// is worth more than a connect.
+    async fn overflow<'a>(
+        &'a self,
+        mut best: &'a Arc<ConnShared>,
+        deadline: Option<Instant>,
+    ) -> &'a Arc<ConnShared> {
+        let inner = &*self.inner;
+        let mut opening = false;
+        for c in &inner.conns[inner.base..] {
+            if c.role() != Role::Overflow {
                 continue;
             }
-            let load = c.load();
-            if load == 0 {
-                return Ok(c);
-            }
-            let cost = c.pending_cost();
-            if by_count.is_none_or(|(k, _)| (load, cost) < k) {
-                by_count = Some(((load, cost), c));
-            }
-            if by_cost.is_none_or(|(k, _)| (cost, load) < k) {
-                by_cost = Some(((cost, load), c));
+            if c.is_open() {
+                if c.pending_cost() < best.pending_cost() {
+                    best = c;
+                }
+            } else if !c.has_exited() {
+                opening = true;
             }
         }
-        let best = match (by_count, by_cost) {
-            (Some(((_, count_cost), _)), Some(((min_cost, _), k)))
-                if count_cost > min_cost + SLOW_AHEAD_NS =>
-            {
-                Some(k)
+        if !opening && best.is_work_bound() {
+            if let Some(c) = self.open_and_wait(Role::Overflow, deadline).await {
+                return c;
             }
-            (Some((_, c)), _) => Some(c),
-            _ => None,
-        };
-        match best {
-            Some(c) => Ok(c),
-            None if conns.iter().all(|c| c.has_exited() || !c.is_open()) && self.any_closing() => {
-                Err(Error::Closed)
-            }
-            None => Err(Error::NoConnection {
-                reason: "every pipelined connection has failed".into(),
-            }),
         }
+        best
     }
 
-    fn any_closing(&self) -> bool {
-        self.inner.conns.iter().any(|c| {
-            matches!(
-                crate::sched::lock(&c.state).status,
-                crate::driver::shared::Status::Closing | crate::driver::shared::Status::Closed
-            )
+    /// A lane for a unit estimated slow: an idle lane (lowest slot first, so the rest go idle
+    /// and retire), else a new one (awaited: a connect costs far less than the wait behind a
+    /// slow unit), else the lane with the least estimated work. `None`: no lane can be had
+    /// (every on-demand slot is an overflow connection, or opening failed and none is open).
+    async fn lane(&self, deadline: Option<Instant>) -> Option<&Arc<ConnShared>> {
+        let inner = &*self.inner;
+        let mut best: Option<&Arc<ConnShared>> = None;
+        for c in &inner.conns[inner.base..] {
+            if c.role() != Role::Lane || !c.is_open() {
+                continue;
+            }
+            if c.load() == 0 {
+                return Some(c);
+            }
+            if best.is_none_or(|b| c.pending_cost() < b.pending_cost()) {
+                best = Some(c);
+            }
+        }
+        if let Some(c) = self.open_and_wait(Role::Lane, deadline).await {
+            return Some(c);
+        }
+        best
+    }
+
+    /// Opens an on-demand connection and waits until it serves; `None` if no slot is free or
+    /// it could not be opened (the server may be at its own connection limit).
+    async fn open_and_wait(
+        &self,
+        role: Role,
+        deadline: Option<Instant>,
+    ) -> Option<&Arc<ConnShared>> {
+        let (c, opened) = self.open_slot(role)?;
+        let ready = with_deadline(
+            &self.inner.rt,
+            deadline,
+            futures_lite::future::poll_fn(|cx| opened.poll_block(cx)),
+        )
+        .await;
+        ready.ok().map(|()| c)
+    }
+
+    /// Claims a parked on-demand slot and starts its connection task.
+    fn open_slot(&self, role: Role) -> Option<(&Arc<ConnShared>, Opened)> {
+        let inner = &*self.inner;
+        let c = inner.conns[inner.base..]
+            .iter()
+            .find(|c| c.reserve(role, &inner.closing))?;
+        c.counters.inc(&c.counters.opened_on_demand);
+        Some((c, (inner.open_fn)(&inner.rt, &inner.cfg, c)))
+    }
+
+    /// No base connection is open: an open overflow connection if there is one, else why not.
+    fn fallback(&self) -> Result<&Arc<ConnShared>, Error> {
+        let inner = &*self.inner;
+        if let Some(c) = inner.conns[inner.base..]
+            .iter()
+            .find(|c| c.is_open() && c.role() == Role::Overflow)
+        {
+            return Ok(c);
+        }
+        if inner.closing.load(Acquire) {
+            return Err(Error::Closed);
+        }
+        Err(Error::NoConnection {
+            reason: "every pipelined connection has failed".into(),
         })
+    }
+}
+
+/// The least-loaded open connection of `conns` (see [`Client::route`]), scanning from `start`.
+fn least_loaded(conns: &[Arc<ConnShared>], start: usize) -> Option<&Arc<ConnShared>> {
+    let n = conns.len();
+    let mut by_count: Option<((u64, u64), &Arc<ConnShared>)> = None;
+    let mut by_cost: Option<((u64, u64), &Arc<ConnShared>)> = None;
+    for i in 0..n {
+        let c = &conns[(start + i) % n];
+        if !c.is_open() {
+            continue;
+        }
+        let load = c.load();
+        if load == 0 {
+            return Some(c);
+        }
+        let cost = c.pending_cost();
+        if by_count.is_none_or(|(k, _)| (load, cost) < k) {
+            by_count = Some(((load, cost), c));
+        }
+        if by_cost.is_none_or(|(k, _)| (cost, load) < k) {
+            by_cost = Some(((cost, load), c));
+        }
+    }
+    match (by_count, by_cost) {
+        (Some(((_, count_cost), _)), Some(((min_cost, _), k)))
+            if count_cost > min_cost + SLOW_AHEAD_NS =>
+        {
+            Some(k)
+        }
+        (Some((_, c)), _) => Some(c),
+        _ => None,
     }
 }
 
@@ -496,6 +678,16 @@ fn spawn_connection<R: Adapter>(
         cfg.statement_cache_size,
         costs.clone(),
     ));
+    let opened = start_task(rt, cfg, &shared, exclusive);
+    (shared, opened)
+}
+
+fn start_task<R: Adapter>(
+    rt: &R,
+    cfg: &Arc<Config>,
+    shared: &Arc<ConnShared>,
+    exclusive: bool,
+) -> Arc<Waiter<Result<(), Error>>> {
     let opened = Arc::new(Waiter::new());
     rt.spawn(ConnTask::new(
         rt.clone(),
@@ -504,5 +696,14 @@ fn spawn_connection<R: Adapter>(
         exclusive,
         opened.clone(),
     ));
-    (shared, opened)
+    opened
+}
+
+/// [`OpenFn`]: an on-demand pipelined connection on a claimed slot.
+fn open_on_demand<R: Adapter>(
+    rt: &R,
+    cfg: &Arc<Config>,
+    shared: &Arc<ConnShared>,
+) -> Arc<Waiter<Result<(), Error>>> {
+    start_task(rt, cfg, shared, false)
 }

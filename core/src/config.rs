@@ -40,6 +40,21 @@ pub struct Config {
     pub pinned_size: usize,
     /// How strict the session-neutrality guard of the shared path is (`guard`: `default` or `strict`).
     pub guard: crate::guard::Mode,
+    /// Upper bound on pipelined connections (`max_connections`, default 16). Beyond the
+    /// `pipeline_size` kept open, the service opens connections on demand — lanes for statements
+    /// estimated slow, and overflow connections when server-side work saturates the others — and
+    /// closes them after `idle_timeout` unused. At most `pipeline_size`: no elasticity.
+    pub max_connections: usize,
+    /// A statement whose estimated server time reaches this runs on a lane of its own, away from
+    /// the pipelined fast path (`slow_threshold_us`, default 2000 µs).
+    pub slow_threshold: Duration,
+    /// Adaptive in-flight limit: estimated server work a connection holds in flight before
+    /// further units wait; also the queued work beyond which the service opens an overflow
+    /// connection (`max_queue_work_us`, default 5000 µs). `max_in_flight` still caps the count.
+    pub max_queue_work: Duration,
+    /// How long an on-demand connection may sit unused before it is closed
+    /// (`idle_timeout_ms`, default 2000).
+    pub idle_timeout: Duration,
 }
 
 impl Default for Config {
@@ -60,6 +75,10 @@ impl Default for Config {
             retry_not_dispatched: true,
             pinned_size: 2,
             guard: crate::guard::Mode::Default,
+            max_connections: 16,
+            slow_threshold: Duration::from_micros(2000),
+            max_queue_work: Duration::from_micros(5000),
+            idle_timeout: Duration::from_millis(2000),
         }
     }
 }
@@ -148,6 +167,10 @@ impl Config {
                 }
             }
             "pinned_size" => self.pinned_size = num(key, value)?,
+            "max_connections" => self.max_connections = num(key, value)?,
+            "slow_threshold_us" => self.slow_threshold = Duration::from_micros(num(key, value)?),
+            "max_queue_work_us" => self.max_queue_work = Duration::from_micros(num(key, value)?),
+            "idle_timeout_ms" => self.idle_timeout = Duration::from_millis(num(key, value)?),
             "guard" => {
                 self.guard = match value {
                     "default" => crate::guard::Mode::Default,
@@ -182,6 +205,9 @@ impl Config {
         if self.max_in_flight == 0 || self.mailbox_size == 0 {
             return Err(bad("max_in_flight and mailbox_size must be at least 1"));
         }
+        if self.max_queue_work.is_zero() {
+            return Err(bad("max_queue_work must be positive"));
+        }
         if self.pinned_size == 0 {
             return Err(bad("pinned_size must be at least 1"));
         }
@@ -189,6 +215,11 @@ impl Config {
             return Err(bad("statement_cache_size must be at least 1"));
         }
         Ok(())
+    }
+
+    /// Pipelined connections the service may hold at once (never fewer than `pipeline_size`).
+    pub fn connection_limit(&self) -> usize {
+        self.max_connections.max(self.pipeline_size)
     }
 
     /// The database to connect to: `dbname`, or the user name when empty (as libpq does).
@@ -260,5 +291,13 @@ mod tests {
         assert!(Config::from_url("postgres://x@h/db?pipeline_size=0").is_err());
         assert!(Config::from_url("postgres://x@h:notaport/db").is_err());
         assert!(Config::from_url("postgres://x@h/db?sslmode=verify-full").is_err());
+        let e = Config::from_url(
+            "postgres://x@h/db?max_connections=6&slow_threshold_us=500&max_queue_work_us=900&idle_timeout_ms=50",
+        )
+        .unwrap();
+        assert_eq!(e.max_connections, 6);
+        assert_eq!(e.slow_threshold, Duration::from_micros(500));
+        assert_eq!(e.max_queue_work, Duration::from_micros(900));
+        assert_eq!(e.idle_timeout, Duration::from_millis(50));
     }
 }

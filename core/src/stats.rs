@@ -73,6 +73,16 @@ counters! {
     retries,
     /// Times this connection was re-established after dying.
     reconnects,
+    /// Times this slot was opened on demand (a lane for slow statements, or an overflow
+    /// connection for saturating server work).
+    opened_on_demand,
+    /// Times this on-demand connection was closed after `idle_timeout` unused.
+    retired_idle,
+    /// Units sent here because their statement was estimated slow (lane traffic).
+    lane_units,
+    /// Pump passes that stopped because the estimated work in flight reached `max_queue_work`
+    /// (the adaptive in-flight limit binding before `max_in_flight`).
+    work_limited,
 }
 
 impl Counters {
@@ -85,8 +95,14 @@ impl Counters {
 pub struct Stats {
     /// Counters summed over every pipelined connection.
     pub total: ConnStats,
-    /// Per pipelined connection, in connection order.
+    /// Per pipelined slot, in slot order: the `pipeline_size` kept open, then the on-demand ones.
     pub connections: Vec<ConnStats>,
+    /// Open base connections (of `pipeline_size`).
+    pub open_base: usize,
+    /// Open lanes: on-demand connections for statements estimated slow.
+    pub open_lanes: usize,
+    /// Open overflow connections: on demand, while server work saturates the base ones.
+    pub open_overflow: usize,
 }
 
 impl Stats {
@@ -102,7 +118,11 @@ impl Stats {
             .max()
             .unwrap_or(0);
         total.queued_peak = connections.iter().map(|c| c.queued_peak).max().unwrap_or(0);
-        Stats { total, connections }
+        Stats {
+            total,
+            connections,
+            ..Stats::default()
+        }
     }
 }
 

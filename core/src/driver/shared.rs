@@ -45,8 +45,9 @@ pub(crate) struct Statement {
     cost_ns: Arc<AtomicU64>,
 }
 
-/// The estimate used for a statement never observed yet.
-pub(crate) const DEFAULT_COST_NS: u64 = 100_000;
+/// The estimate used for a statement never observed yet: about a trivial statement's server time
+/// here, so a burst of first uses neither trips the in-flight work limit nor looks slow.
+pub(crate) const DEFAULT_COST_NS: u64 = 20_000;
 
 impl Statement {
     /// Expected server time of one execution.
@@ -57,16 +58,15 @@ impl Statement {
         }
     }
 
-    /// Folds one observed execution time into the estimate (EWMA, weight 1/8; the first
-    /// observation is taken as is). Only the connection's task writes it.
+    /// Folds one observed execution time into the estimate (EWMA, weight 1/8, starting from
+    /// [`DEFAULT_COST_NS`]): a statement's first execution on a fresh backend is often slow
+    /// (cold caches), and one such sample must not make a trivial statement look slow, while a
+    /// statement of tens of milliseconds crosses a millisecond threshold at its first sample.
+    /// Only connection tasks write it.
     pub(crate) fn observe(&self, ns: u64) {
-        let ns = ns.max(1);
         let _ = self.cost_ns.fetch_update(Relaxed, Relaxed, |old| {
-            Some(if old == 0 {
-                ns
-            } else {
-                (old - old / 8 + ns / 8).max(1)
-            })
+            let old = if old == 0 { DEFAULT_COST_NS } else { old };
+            Some((old - old / 8 + ns / 8).max(1))
         });
     }
 }
@@ -152,9 +152,28 @@ pub(crate) struct Queued {
 #[derive(Clone)]
 pub(crate) enum Status {
     Open,
+    /// An on-demand connection closing because it sat unused: callers that still reach it get
+    /// `NotDispatched` with [`RETIRED`] and go elsewhere.
+    Retiring,
     Closing,
     Closed,
     Dead(Arc<str>),
+}
+
+/// The `NotDispatched` reason of a unit that reached an on-demand connection as it was being
+/// retired: always retried elsewhere, whatever `retry_not_dispatched` says.
+pub(crate) const RETIRED: &str = "connection retired while idle";
+
+/// What a pipelined connection is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Role {
+    /// One of the `pipeline_size` connections, kept open (reconnected when it dies).
+    Base = 0,
+    /// Opened on demand for statements estimated slow.
+    Lane = 1,
+    /// Opened on demand when queued server work saturates the base connections.
+    Overflow = 2,
 }
 
 pub(crate) struct State {
@@ -212,6 +231,11 @@ pub(crate) struct ConnShared {
     pub(crate) tx_status: AtomicU8,
     pub(crate) notifications: Mutex<Notifications>,
     pub(crate) mailbox_size: usize,
+    /// A [`Role`]; set when an on-demand connection is opened.
+    role: AtomicU8,
+    /// The task's last pump stopped at the in-flight work limit with units still queued: the
+    /// backend has a full share of server work and more is waiting (the overflow signal).
+    pub(crate) work_bound: AtomicBool,
 }
 
 impl ConnShared {
@@ -238,7 +262,46 @@ impl ConnShared {
             tx_status: AtomicU8::new(b'I'),
             notifications: Mutex::new(Notifications::default()),
             mailbox_size,
+            role: AtomicU8::new(Role::Base as u8),
+            work_bound: AtomicBool::new(false),
         }
+    }
+
+    /// A slot for an on-demand connection: no task, closed until [`ConnShared::reserve`].
+    pub(crate) fn parked(mailbox_size: usize, cache_size: usize, costs: Arc<CostTable>) -> Self {
+        let c = ConnShared::new(mailbox_size, cache_size, costs);
+        // A caller racing with a retirement may still reach the slot: it must be retried.
+        c.set_status(&mut lock(&c.state), Status::Dead(RETIRED.into()));
+        c.exited_flag.store(true, Release);
+        c
+    }
+
+    /// Whether server work, not round trips, limits this connection (see `work_bound`).
+    pub(crate) fn is_work_bound(&self) -> bool {
+        self.work_bound.load(Relaxed)
+    }
+
+    /// What this connection is for.
+    pub(crate) fn role(&self) -> Role {
+        match self.role.load(Relaxed) {
+            1 => Role::Lane,
+            2 => Role::Overflow,
+            _ => Role::Base,
+        }
+    }
+
+    /// Claims a parked slot for a new connection task with `role`. `false` if the slot is in
+    /// use (its task has not exited) or the service is closing (checked under the slot's lock,
+    /// so `close()` either sees the claim and waits for the task, or the claim sees the close).
+    pub(crate) fn reserve(&self, role: Role, service_closing: &AtomicBool) -> bool {
+        let mut st = lock(&self.state);
+        if !self.has_exited() || service_closing.load(Acquire) {
+            return false;
+        }
+        self.role.store(role as u8, Relaxed);
+        self.exited_flag.store(false, Release);
+        self.set_status(&mut st, Status::Dead("opening".into()));
+        true
     }
 
     /// Estimated server work queued and in flight on this connection, in ns.
@@ -289,7 +352,7 @@ impl ConnShared {
         {
             let mut st = lock(&self.state);
             // A connection that is reconnecting must stop trying too.
-            if matches!(st.status, Status::Open | Status::Dead(_)) {
+            if matches!(st.status, Status::Open | Status::Retiring | Status::Dead(_)) {
                 self.set_status(&mut st, Status::Closing);
             }
             // Callers waiting for room must see the new status.
@@ -308,7 +371,7 @@ impl ConnShared {
         let mut wakes = DeferredWakes::default();
         {
             let mut st = lock(&self.state);
-            if matches!(st.status, Status::Open | Status::Closing) {
+            if matches!(st.status, Status::Open | Status::Retiring | Status::Closing) {
                 self.set_status(&mut st, Status::Closing);
             }
             // Callers waiting for room must see the new status.
@@ -703,6 +766,9 @@ impl Drop for Ticket<'_> {
 fn status_check(s: &Status) -> Result<(), Error> {
     match s {
         Status::Open => Ok(()),
+        Status::Retiring => Err(Error::NotDispatched {
+            reason: RETIRED.into(),
+        }),
         Status::Closing | Status::Closed => Err(Error::Closed),
         Status::Dead(reason) => Err(Error::NotDispatched {
             reason: reason.clone(),

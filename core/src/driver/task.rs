@@ -17,8 +17,8 @@ use bytes::{Buf, BytesMut};
 use postgres_types::Type;
 
 use crate::driver::shared::{
-    ConnShared, Notification, PrepareError, QueryResult, Statement, Status, Token,
-    NOTIFICATION_BACKLOG,
+    ConnShared, Notification, PrepareError, QueryResult, Role, Statement, Status, Token,
+    NOTIFICATION_BACKLOG, RETIRED,
 };
 use postgres_protocol::message::backend::Message;
 
@@ -93,6 +93,12 @@ pub struct ConnTask<R: Runtime> {
     terminating: bool,
     /// When the last unit completed (for per-unit server time estimates).
     last_done: Instant,
+    /// Estimated server work of the units in flight (the adaptive in-flight limit's gauge).
+    in_flight_cost: u64,
+    /// On-demand connections only: when this connection last had work, and the timer that
+    /// retires it after `idle_timeout` without any.
+    last_active: Instant,
+    idle_timer: Option<(Instant, R::Sleep)>,
 }
 
 const BACKOFF_START: Duration = Duration::from_millis(50);
@@ -128,7 +134,15 @@ impl<R: Runtime> ConnTask<R> {
             backoff: BACKOFF_START,
             terminating: false,
             last_done: rt_now,
+            in_flight_cost: 0,
+            last_active: rt_now,
+            idle_timer: None,
         }
+    }
+
+    /// Opened on demand: closed when idle, and not reconnected when it dies.
+    fn on_demand(&self) -> bool {
+        !self.exclusive && self.shared.role() != Role::Base
     }
 
     /// Polls the connect or handshake phases. `Ready(Ok)` once the connection is serving.
@@ -332,7 +346,7 @@ impl<R: Runtime> ConnTask<R> {
         if let Err(reason) = self.write(cx) {
             return self.die(reason);
         }
-        if idle_closing {
+        if idle_closing || (self.on_demand() && self.retire_if_idle(cx)) {
             return self.close(cx);
         }
         if more {
@@ -390,6 +404,7 @@ impl<R: Runtime> ConnTask<R> {
             leaked: None,
             now: self.rt.now(),
             last_done: &mut self.last_done,
+            in_flight_cost: &mut self.in_flight_cost,
         };
         let done = self.pipeline.drain(&mut self.rbuf, &mut h)?;
         let leaked = h.leaked.take();
@@ -425,8 +440,24 @@ impl<R: Runtime> ConnTask<R> {
         };
         let mut moved = 0usize;
         let mut bytes = 0usize;
+        let work_cap = u64::try_from(self.cfg.max_queue_work.as_nanos()).unwrap_or(u64::MAX);
+        let mut work_bound = false;
         while moved < room && self.wbuf.len() + bytes < WRITE_HIGH_WATER {
+            // Adaptive in-flight limit: the estimated work in flight stays under the cap (one
+            // unit always goes, however slow, so an idle connection never stalls).
+            match st.queue.front() {
+                None => break,
+                Some(q) if !self.pipeline.is_empty() || moved > 0 => {
+                    if self.in_flight_cost.saturating_add(q.cost) > work_cap {
+                        c.inc(&c.work_limited);
+                        work_bound = true;
+                        break;
+                    }
+                }
+                Some(_) => {}
+            }
             let Some(q) = st.queue.pop_front() else { break };
+            self.in_flight_cost += q.cost;
             let start = self.pumped + bytes as u64;
             bytes += q.len;
             moved += 1;
@@ -462,11 +493,17 @@ impl<R: Runtime> ConnTask<R> {
             st.committed -= bytes;
             self.pumped += bytes as u64;
         }
-        let idle_closing = matches!(st.status, Status::Closing)
+        let idle_closing = matches!(st.status, Status::Closing | Status::Retiring)
             && st.queue.is_empty()
             && self.pipeline.is_empty()
             && self.wbuf.is_empty();
+        if shared.work_bound.load(Relaxed) != work_bound {
+            shared.work_bound.store(work_bound, Relaxed);
+        }
         if moved > 0 {
+            if let Some(now) = now {
+                self.last_active = now;
+            }
             // Under the lock, so the gauge never counts a unit as both queued and in flight.
             c.queued.fetch_sub(moved as u64, Relaxed);
             let now = c.in_flight.fetch_add(moved as u64, Relaxed) + moved as u64;
@@ -507,15 +544,57 @@ impl<R: Runtime> ConnTask<R> {
             postgres_protocol::message::frontend::terminate(&mut self.wbuf);
         }
         if self.write(cx).is_err() {
-            return self.finish(Status::Closed);
+            return self.finish(self.closed_status());
         }
         if !self.wbuf.is_empty() {
             return Poll::Pending;
         }
         match self.socket.as_mut().map(|s| s.poll_close(cx)) {
             Some(Poll::Pending) => Poll::Pending,
-            _ => self.finish(Status::Closed),
+            _ => self.finish(self.closed_status()),
         }
+    }
+
+    /// How a graceful close ends: a retired connection's slot stays available to the service
+    /// (a caller that still reaches it is retried elsewhere); otherwise the service is closing.
+    fn closed_status(&self) -> Status {
+        match lock(&self.shared.state).status {
+            Status::Retiring => Status::Dead(RETIRED.into()),
+            _ => Status::Closed,
+        }
+    }
+
+    /// Retires an on-demand connection that has had nothing to do for `idle_timeout`; arms a
+    /// timer for that moment otherwise. `true`: it stopped accepting work and should close.
+    fn retire_if_idle(&mut self, cx: &mut Context<'_>) -> bool {
+        if !self.pipeline.is_empty() {
+            self.idle_timer = None;
+            return false;
+        }
+        loop {
+            let due = self.last_active.max(self.last_done) + self.cfg.idle_timeout;
+            if self.rt.now() >= due {
+                break;
+            }
+            let timer = match &mut self.idle_timer {
+                Some((at, t)) if *at == due => t,
+                slot => &mut slot.insert((due, self.rt.sleep_until(due))).1,
+            };
+            if Pin::new(timer).poll(cx).is_pending() {
+                return false;
+            }
+        }
+        self.idle_timer = None;
+        let mut st = lock(&self.shared.state);
+        // Under the lock, so no caller can slip a unit in between the check and the status.
+        let unused = st.queue.is_empty() && st.space_waiters.is_empty() && st.reserved == 0;
+        if !unused || !matches!(st.status, Status::Open) {
+            return false;
+        }
+        self.shared.set_status(&mut st, Status::Retiring);
+        let c = &self.shared.counters;
+        c.inc(&c.retired_idle);
+        true
     }
 
     /// Fails every unit: sent ones as `Indeterminate`, never-sent ones as `NotDispatched`.
@@ -528,7 +607,8 @@ impl<R: Runtime> ConnTask<R> {
         self.socket = None;
         self.rbuf.clear();
         self.wbuf.clear();
-        let stopping = self.shared.abort_flag.load(Relaxed) || self.exclusive;
+        // On-demand connections are not reconnected: the service opens one again when needed.
+        let stopping = self.shared.abort_flag.load(Relaxed) || self.exclusive || self.on_demand();
         if stopping {
             return self.finish(Status::Dead(reason));
         }
@@ -554,6 +634,7 @@ impl<R: Runtime> ConnTask<R> {
         let c = &self.shared.counters;
         c.queued.fetch_sub(queued.len() as u64, Relaxed);
         c.in_flight.fetch_sub(self.pipeline.len() as u64, Relaxed);
+        self.in_flight_cost = 0;
         let written = self.written;
         let sent: Vec<Sent> = self.pipeline.take_all().collect();
         let units = sent
@@ -577,6 +658,8 @@ impl<R: Runtime> ConnTask<R> {
         self.socket = None;
         let mut st = lock(&self.shared.state);
         self.shared.set_status(&mut st, status);
+        // The backend is gone: its statements with it (an on-demand slot is opened again later).
+        st.forget_statements();
         // Callers waiting for room must see the new status.
         self.shared.wake_waiters(&mut st, &mut self.wakes);
         drop(st);
@@ -737,6 +820,7 @@ struct Completer<'a> {
     now: Instant,
     /// When the previous unit on this connection completed.
     last_done: &'a mut Instant,
+    in_flight_cost: &'a mut u64,
 }
 
 impl Handler<Sent> for Completer<'_> {
@@ -744,6 +828,7 @@ impl Handler<Sent> for Completer<'_> {
         let c = &self.shared.counters;
         c.inc(&c.units_completed);
         sub_saturating(&c.est_pending_ns, sent.cost);
+        *self.in_flight_cost = self.in_flight_cost.saturating_sub(sent.cost);
         // Server time of this unit: from when it reached the head of the FIFO (it was sent, or
         // the unit before it completed, whichever is later) to its ReadyForQuery. Units read in
         // one batch share the batch's read time, so the first carries the gap and the rest ~0:

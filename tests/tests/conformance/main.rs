@@ -303,6 +303,8 @@ suite! {
         service::listen_delivers_notifications_to_the_session: 30,
         service::a_slow_query_does_not_stall_callers_routed_elsewhere: 60,
         service::fast_units_are_not_routed_behind_a_known_slow_one: 60,
+        service::slow_statements_get_lanes_that_retire_when_idle: 60,
+        service::work_bound_connections_cap_in_flight_work_and_grow: 60,
         service::a_full_mailbox_makes_callers_wait_instead_of_growing: 60,
         service::abort_fails_everything_at_once: 30,
         service::commit_with_unknown_outcome_is_indeterminate_commit: 60,

@@ -31,6 +31,8 @@ fn assert_timed_out(what: &str, r: Result<impl std::fmt::Debug, Error>, took: Du
 pub async fn query_timeouts_fire_on_the_adapter_clock<H: Harness>() {
     let db = client::<H>(|c| {
         c.pipeline_size = 1;
+        // Everything on the one connection, queued behind the slow unit (no lane).
+        c.max_connections = 1;
         c.query_timeout = Some(TIMEOUT);
     })
     .await;
@@ -94,6 +96,8 @@ pub async fn several_clients_in_one_process_serve_concurrently<H: Harness>() {
         .map(|app| {
             H::connect(config(|c| {
                 c.pipeline_size = 2;
+                // Exactly the two connections: the test counts backends.
+                c.max_connections = 2;
                 c.application_name = Some(app.clone());
             }))
         })
@@ -210,13 +214,18 @@ pub async fn close_completes_every_accepted_unit<H: Harness>() {
     const UNITS: i32 = 400;
     let db = client::<H>(|c| {
         c.pipeline_size = 2;
-        // Room for every unit, so that each is accepted by its first poll.
+        // Room for every unit, so that each is accepted by its first poll (an on-demand
+        // connection would make a caller wait for its connect first).
         c.mailbox_size = 1024;
+        c.max_connections = 2;
     })
     .await;
     let sql = "SELECT $1::int4, pg_sleep(0.001)::text";
     // Prepare on both connections, so a first poll goes straight to the mailbox.
-    while !db.stats().connections.iter().all(|c| c.parses_sent >= 1) {
+    while !db.stats().connections[..2]
+        .iter()
+        .all(|c| c.parses_sent >= 1)
+    {
         let (a, b) =
             futures_lite::future::zip(db.query(sql, &[&0i32]), db.query(sql, &[&0i32])).await;
         a.unwrap();

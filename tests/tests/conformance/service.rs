@@ -317,7 +317,12 @@ pub async fn a_slow_query_does_not_stall_callers_routed_elsewhere<H: Harness>() 
 /// connection with less estimated work ahead, even when counting units would send some of them
 /// behind the slow one.
 pub async fn fast_units_are_not_routed_behind_a_known_slow_one<H: Harness>() {
-    let db = client::<H>(|c| c.pipeline_size = 2).await;
+    // Routing alone: no lanes to isolate the slow statement.
+    let db = client::<H>(|c| {
+        c.pipeline_size = 2;
+        c.max_connections = 2;
+    })
+    .await;
     let slow_sql = "SELECT pg_sleep($1::float8)";
     let fast_sql = "SELECT $1::int4";
     // Learn the estimates: the slow text takes ~0.3 s on whichever connection runs it, and the
@@ -382,6 +387,122 @@ pub async fn fast_units_are_not_routed_behind_a_known_slow_one<H: Harness>() {
         "a fast unit waited behind the slow one"
     );
     slow.await.unwrap();
+    db.close().await;
+}
+
+pub async fn slow_statements_get_lanes_that_retire_when_idle<H: Harness>() {
+    let db = client::<H>(|c| {
+        c.pipeline_size = 1;
+        c.max_connections = 3;
+        c.slow_threshold = Duration::from_millis(10);
+        c.idle_timeout = Duration::from_millis(300);
+    })
+    .await;
+    // The slow statement waits for an advisory lock a session holds, so "slow" is decided by
+    // the test, not by the machine's speed.
+    let (space, id) = (key::<H>(), 7001i32);
+    let slow_sql = "SELECT pg_advisory_xact_lock($1::int4, $2::int4)";
+    let fast_sql = "SELECT $1::int4";
+    let holder = db.session().await.unwrap();
+    let lock = "SELECT pg_advisory_lock($1::int4, $2::int4)";
+    let unlock = "SELECT pg_advisory_unlock($1::int4, $2::int4)";
+    holder.query(lock, &[&space, &id]).await.unwrap();
+    // First run: its cost is unknown, so it runs on the base connection; held for 200 ms,
+    // which takes the estimate (an EWMA of weight 1/8) past the 10 ms threshold.
+    let first = {
+        let db = db.clone();
+        H::spawn(async move { db.query(slow_sql, &[&space, &id]).await.map(|_| ()) })
+    };
+    H::sleep(Duration::from_millis(200)).await;
+    holder.query(unlock, &[&space, &id]).await.unwrap();
+    first.await.unwrap();
+    assert_eq!(db.stats().open_lanes, 0);
+    // Known slow now: two runs each get a lane while the base connection stays free.
+    holder.query(lock, &[&space, &id]).await.unwrap();
+    let done = Arc::new(AtomicUsize::new(0));
+    let slow: Vec<_> = (0..2)
+        .map(|_| {
+            let (db, done) = (db.clone(), done.clone());
+            H::spawn(async move {
+                let r = db.query(slow_sql, &[&space, &id]).await.map(|_| ());
+                done.fetch_add(1, Ordering::SeqCst);
+                r
+            })
+        })
+        .collect();
+    crate::wait_until::<H>(|| db.stats().total.lane_units == 2).await;
+    for i in 0..50i32 {
+        let r = db.query_one(fast_sql, &[&i]).await.unwrap();
+        assert_eq!(r.get::<_, i32>(0), i);
+    }
+    assert_eq!(done.load(Ordering::SeqCst), 0, "the lock is still held");
+    let s = db.stats();
+    assert!((1..=2).contains(&s.open_lanes), "{s:?}");
+    assert_eq!(s.open_base, 1);
+    assert_eq!(
+        s.connections[0].lane_units, 0,
+        "no slow unit on the base connection"
+    );
+    holder.query(unlock, &[&space, &id]).await.unwrap();
+    for t in slow {
+        t.await.unwrap();
+    }
+    drop(holder);
+    // Unused lanes close after idle_timeout; the base connection stays.
+    crate::wait_until::<H>(|| db.stats().open_lanes == 0).await;
+    let s = db.stats();
+    assert_eq!(s.total.retired_idle, s.total.opened_on_demand, "{s:?}");
+    assert_eq!(s.open_base, 1);
+    // And a lane opens again when a slow statement comes back.
+    db.query(slow_sql, &[&space, &id]).await.unwrap();
+    let again = db.stats();
+    assert_eq!(again.total.opened_on_demand, s.total.opened_on_demand + 1);
+    db.close().await;
+    assert_eq!(db.live_connections(), 0);
+}
+
+pub async fn work_bound_connections_cap_in_flight_work_and_grow<H: Harness>() {
+    // Nothing counts as slow here: every unit stays on the pipelined path.
+    let db = client::<H>(|c| {
+        c.pipeline_size = 1;
+        c.max_connections = 2;
+        c.slow_threshold = Duration::from_secs(3600);
+        c.max_queue_work = Duration::from_millis(5);
+        c.idle_timeout = Duration::from_millis(300);
+    })
+    .await;
+    let sql = "SELECT pg_sleep($1::float8)";
+    // Learn the cost one unit at a time: after three ~30 ms samples the estimate (an EWMA of
+    // weight 1/8) is ~10 ms, twice the 5 ms in-flight work limit.
+    for _ in 0..3 {
+        db.query(sql, &[&0.03f64]).await.unwrap();
+    }
+    assert_eq!(db.stats().total.in_flight_peak, 1);
+    let spawn = |n: usize| -> Vec<_> {
+        (0..n)
+            .map(|_| {
+                let db = db.clone();
+                H::spawn(async move { db.query(sql, &[&0.03f64]).await.map(|r| r.len()) })
+            })
+            .collect()
+    };
+    let mut tasks = spawn(8);
+    // Once the connection is known to be work-bound, the next caller opens an overflow one.
+    crate::wait_until::<H>(|| db.stats().total.work_limited > 0).await;
+    tasks.extend(spawn(4));
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), 1);
+    }
+    let s = db.stats();
+    // Each unit is estimated over the limit, so each connection had one in flight at a time
+    // (by count, max_in_flight = 64 would have let all eight go at once) ...
+    assert_eq!(s.total.in_flight_peak, 1, "{s:?}");
+    assert!(s.total.work_limited > 0, "{s:?}");
+    // ... and the waiting work opened an overflow connection, which took some of it.
+    assert_eq!(s.total.opened_on_demand, 1, "{s:?}");
+    assert!(s.connections[1].units_completed > 0, "{s:?}");
+    crate::wait_until::<H>(|| db.stats().open_overflow == 0).await;
+    assert_eq!(db.stats().total.retired_idle, 1);
     db.close().await;
 }
 
