@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use pgpipe_bench::sys::{self, MachineCpu, ThreadCpuClock};
 
-use crate::monitor::Monitor;
+use crate::monitor::{ConnStats, Monitor};
 use crate::plan::{Adapter, Candidate, Kind, Load, Workload};
 
 /// What a runner thread needs to know (all `Send`).
@@ -76,6 +76,32 @@ pub struct Measurement {
     pub samples: u64,
     /// Client backends of the server at the end of the window (pg_stat_activity).
     pub server_connections: i64,
+    /// Mean of the candidate's server backends, sampled every `CONN_SAMPLE_EVERY` over the
+    /// window by a thread of its own (None if no sample succeeded).
+    pub conns_avg: Option<f64>,
+    /// Most of the candidate's server backends in any of those samples.
+    pub conns_max: Option<i64>,
+    /// Samples behind `conns_avg` and `conns_max`.
+    pub conns_samples: u64,
+    /// hol only: latency of the fast ops (point selects) alone, in µs, on the same clock as
+    /// the all-ops figures above.
+    pub fast_p50_us: Option<f64>,
+    /// hol only: fast ops' p99, µs.
+    pub fast_p99_us: Option<f64>,
+    /// hol only: fast ops' p99.9, µs.
+    pub fast_p999_us: Option<f64>,
+    /// hol only: fast ops' p99.99, µs.
+    pub fast_p9999_us: Option<f64>,
+    /// hol only: fast ops' maximum, µs.
+    pub fast_max_us: Option<f64>,
+    /// hol only: latency samples of fast ops.
+    pub fast_samples: Option<u64>,
+    /// hol only: latency of the slow ops (`SELECT pg_sleep(0.02)`), p50 in µs.
+    pub slow_p50_us: Option<f64>,
+    /// hol only: slow ops' p99, µs.
+    pub slow_p99_us: Option<f64>,
+    /// hol only: latency samples of slow ops.
+    pub slow_samples: Option<u64>,
     /// pgpipe only: units completed per readable tick, over the window.
     pub units_per_readable: Option<f64>,
     /// pgpipe only: socket write calls per unit, over the window.
@@ -84,6 +110,9 @@ pub struct Measurement {
     pub offered_rate: Option<f64>,
     /// Requests still unfinished when the drain limit ran out (counted in `errors` too).
     pub unfinished: u64,
+    /// Requests that did not complete successfully: ops that returned an error (whole run)
+    /// plus `unfinished`. Unlike `errors`, an unfinished drain is not counted as at least one.
+    pub dropped: u64,
     /// Through the delay proxy: the most any chunk went out after its due time during the
     /// run, in µs (the proxy's own scheduling error).
     pub proxy_late_max_us: Option<f64>,
@@ -92,10 +121,16 @@ pub struct Measurement {
 /// One database operation with its arguments.
 #[derive(Debug, Clone, Copy)]
 pub enum Op {
+    /// `POINT_SQL` with this aid.
     Point(i32),
+    /// `SELECT1_SQL`.
     Select1,
+    /// `UPDATE_SQL`, then `POINT_SQL` of the same row.
     ReadWrite { aid: i32, delta: i32 },
+    /// `SLEEP_SQL` with this many seconds.
     Sleep(f64),
+    /// The slow op of the hol workload: `HOL_SLOW_SQL`.
+    Slow,
 }
 
 pub const POINT_SQL: &str = "SELECT abalance FROM pgpipe_bench_accounts WHERE aid = $1";
@@ -103,6 +138,13 @@ pub const SELECT1_SQL: &str = "SELECT 1";
 pub const UPDATE_SQL: &str =
     "UPDATE pgpipe_bench_accounts SET abalance = abalance + $1 WHERE aid = $2";
 pub const SLEEP_SQL: &str = "SELECT pg_sleep($1)";
+/// The slow statement of the hol workload: a literal without parameters, so that it is one
+/// statement text (one cache entry, one cost estimate) for every client.
+pub const HOL_SLOW_SQL: &str = "SELECT pg_sleep(0.02)";
+/// hol: slow ops per 100 ops.
+pub const HOL_SLOW_PER_100: u64 = 1;
+/// How often a run's connection sampler counts the candidate's server backends.
+pub const CONN_SAMPLE_EVERY: Duration = Duration::from_millis(50);
 /// Server-side wait of the pool-ceiling experiment (seeds/003: 600 × 5 ms).
 pub const SLEEP_SECONDS: f64 = 0.005;
 
@@ -136,7 +178,21 @@ impl Workload {
                 delta: (rng.next() % 2001) as i32 - 1000,
             },
             Workload::Sleep => Op::Sleep(SLEEP_SECONDS),
+            Workload::Hol => {
+                if rng.next() % 100 < HOL_SLOW_PER_100 {
+                    Op::Slow
+                } else {
+                    Op::Point(rng.key(rows))
+                }
+            }
         }
+    }
+}
+
+impl Op {
+    /// The slow op of the hol workload (recorded in the slow histogram, not the fast one).
+    fn is_slow(self) -> bool {
+        matches!(self, Op::Slow)
     }
 }
 
@@ -177,10 +233,19 @@ struct Rec {
     t1: Cell<Option<Instant>>,
     stop: Cell<bool>,
     hist: RefCell<Histogram<u64>>,
+    /// hol: fast and slow ops are also recorded apart (`fast`, `slow`).
+    split: Cell<bool>,
+    fast: RefCell<Histogram<u64>>,
+    slow: RefCell<Histogram<u64>>,
     done: Cell<u64>,
     errors: Cell<u64>,
     first_error: RefCell<Option<String>>,
     finished: Cell<u64>,
+}
+
+/// ns, up to 10 minutes, 3 significant digits.
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_max(600_000_000_000, 3).expect("histogram bounds")
 }
 
 thread_local! {
@@ -189,8 +254,10 @@ thread_local! {
         t0: Cell::new(None),
         t1: Cell::new(None),
         stop: Cell::new(false),
-        // ns, up to 10 minutes, 3 significant digits.
-        hist: RefCell::new(Histogram::new_with_max(600_000_000_000, 3).expect("histogram bounds")),
+        hist: RefCell::new(histogram()),
+        split: Cell::new(false),
+        fast: RefCell::new(histogram()),
+        slow: RefCell::new(histogram()),
         done: Cell::new(0),
         errors: Cell::new(0),
         first_error: RefCell::new(None),
@@ -202,8 +269,9 @@ fn stopping() -> bool {
     REC.with(|r| r.stop.get())
 }
 
-/// Records one finished op. `from` is its start (closed) or scheduled time (open).
-fn record(from: Instant, end: Instant, result: Result<(), String>) {
+/// Records one finished op. `from` is its start (closed) or scheduled time (open); `slow`
+/// says which of the hol histograms it also goes to.
+fn record(from: Instant, end: Instant, slow: bool, result: Result<(), String>) {
     REC.with(|r| {
         r.finished.set(r.finished.get() + 1);
         if let Err(e) = result {
@@ -220,8 +288,12 @@ fn record(from: Instant, end: Instant, result: Result<(), String>) {
             Mode::Open => from >= t0 && r.t1.get().is_none_or(|t1| from < t1),
         };
         if sample {
-            let ns = end.saturating_duration_since(from).as_nanos() as u64;
-            r.hist.borrow_mut().saturating_record(ns.max(1));
+            let ns = (end.saturating_duration_since(from).as_nanos() as u64).max(1);
+            r.hist.borrow_mut().saturating_record(ns);
+            if r.split.get() {
+                let h = if slow { &r.slow } else { &r.fast };
+                h.borrow_mut().saturating_record(ns);
+            }
         }
     });
 }
@@ -262,6 +334,13 @@ fn measurement(a: &Snapshot, b: &Snapshot, conns: i64, job: &Job) -> Measurement
             .saturating_sub(b.helpers.saturating_sub(a.helpers));
         let h = r.hist.borrow();
         let q = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
+        let split = r.split.get();
+        let fast = r.fast.borrow();
+        let slow = r.slow.borrow();
+        // A percentile of the fast or slow ops, µs; None outside hol or without samples.
+        let part = |h: &Histogram<u64>, q: f64| {
+            (split && !h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1e3)
+        };
         let seconds = (b.at - a.at).as_secs_f64();
         let (upr, wpu) = match (a.fill, b.fill) {
             (Some((u0, r0, w0)), Some((u1, r1, w1))) => {
@@ -290,6 +369,18 @@ fn measurement(a: &Snapshot, b: &Snapshot, conns: i64, job: &Job) -> Measurement
             max_us: h.max() as f64 / 1e3,
             samples: h.len(),
             server_connections: conns,
+            conns_avg: None,
+            conns_max: None,
+            conns_samples: 0,
+            fast_p50_us: part(&fast, 0.5),
+            fast_p99_us: part(&fast, 0.99),
+            fast_p999_us: part(&fast, 0.999),
+            fast_p9999_us: part(&fast, 0.9999),
+            fast_max_us: (split && !fast.is_empty()).then(|| fast.max() as f64 / 1e3),
+            fast_samples: split.then(|| fast.len()),
+            slow_p50_us: part(&slow, 0.5),
+            slow_p99_us: part(&slow, 0.99),
+            slow_samples: split.then(|| slow.len()),
             units_per_readable: upr,
             writes_per_unit: wpu,
             offered_rate: match job.load {
@@ -297,9 +388,37 @@ fn measurement(a: &Snapshot, b: &Snapshot, conns: i64, job: &Job) -> Measurement
                 _ => None,
             },
             unfinished: 0,
+            dropped: 0,
             proxy_late_max_us: None,
         }
     })
+}
+
+/// After the drain: the errors of the whole run (drain included), the requests left
+/// unfinished (`None` when everything finished; `what` says why otherwise), the dropped count,
+/// and the connection samples of the window.
+fn settle(
+    m: &mut Measurement,
+    unfinished: Option<u64>,
+    what: impl FnOnce(u64) -> String,
+    conns: ConnStats,
+) {
+    let op_errors = REC.with(|r| {
+        if m.first_error.is_none() {
+            m.first_error = r.first_error.borrow().clone();
+        }
+        r.errors.get()
+    });
+    m.errors = op_errors;
+    if let Some(u) = unfinished {
+        m.unfinished = u;
+        m.errors += u.max(1);
+        m.first_error.get_or_insert_with(|| what(u));
+    }
+    m.dropped = op_errors + m.unfinished;
+    m.conns_avg = conns.avg;
+    m.conns_max = conns.max;
+    m.conns_samples = conns.samples;
 }
 
 /// Longest wait for in-flight work after the window before the run is cut short.
@@ -326,6 +445,7 @@ async fn drained<S: LocalRt>(rt: &S, wg: async_channel::Receiver<()>) -> bool {
 
 /// Runs the job's load model against `db` and measures the window.
 pub async fn drive<D: Db, S: LocalRt>(db: D, rt: S, job: &Job) -> Measurement {
+    REC.with(|r| r.split.set(job.workload == Workload::Hol));
     match job.load {
         Load::Closed { tasks } => closed(db, rt, job, tasks).await,
         Load::Open { rate } => open(db, rt, job, rate).await,
@@ -334,10 +454,14 @@ pub async fn drive<D: Db, S: LocalRt>(db: D, rt: S, job: &Job) -> Measurement {
 }
 
 async fn closed<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, tasks: usize) -> Measurement {
+    let sampler = job.monitor.sampler(CONN_SAMPLE_EVERY);
     let (wg, wg_wait) = wait_group();
+    // Tasks still running: each one left after the drain limit has one op unfinished.
+    let live = Rc::new(Cell::new(tasks as u64));
     for i in 0..tasks {
         let db = db.for_task(i);
         let wg = wg.clone();
+        let live = live.clone();
         let (workload, rows) = (job.workload, job.rows);
         rt.spawn(async move {
             let mut rng = Rng::new(i as u64 + 1);
@@ -345,8 +469,9 @@ async fn closed<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, tasks: usize) -> Mea
                 let op = workload.op(&mut rng, rows);
                 let start = Instant::now();
                 let r = db.op(op).await;
-                record(start, Instant::now(), r);
+                record(start, Instant::now(), op.is_slow(), r);
             }
+            live.set(live.get() - 1);
             drop(wg);
         });
     }
@@ -354,20 +479,23 @@ async fn closed<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, tasks: usize) -> Mea
     rt.sleep(job.warmup).await;
     let a = snapshot(&db, job, None);
     REC.with(|r| r.t0.set(Some(a.at)));
+    sampler.start();
     rt.sleep(job.window).await;
     let b = snapshot(&db, job, None);
     REC.with(|r| {
         r.t1.set(Some(b.at));
         r.stop.set(true);
     });
+    sampler.stop();
     let conns = job.monitor.connections();
     let mut m = measurement(&a, &b, conns, job);
-    if !drained(&rt, wg_wait).await {
-        m.unfinished = REC.with(|r| tasks as u64 - r.finished.get().min(tasks as u64));
-        m.errors += m.unfinished.max(1);
-        m.first_error
-            .get_or_insert_with(|| "closed-loop tasks did not finish".into());
-    }
+    let unfinished = (!drained(&rt, wg_wait).await).then(|| live.get());
+    settle(
+        &mut m,
+        unfinished,
+        |u| format!("closed loop: {u} tasks did not finish {DRAIN_LIMIT:?} after the window"),
+        sampler.finish(),
+    );
     m
 }
 
@@ -437,6 +565,7 @@ impl Drop for Generator {
 
 async fn open<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, rate: f64) -> Measurement {
     REC.with(|r| r.mode.set(Mode::Open));
+    let sampler = job.monitor.sampler(CONN_SAMPLE_EVERY);
     let (tx, rx) = async_channel::unbounded::<Vec<Instant>>();
     let (wg, wg_wait) = wait_group();
     let spawned = Rc::new(Cell::new(0u64));
@@ -448,12 +577,14 @@ async fn open<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, rate: f64) -> Measurem
             while let Ok(batch) = rx.recv().await {
                 for at in batch {
                     let op = workload.op(&mut rng, rows);
-                    let db = db.clone();
+                    // Request k is task k: tokio-postgres with N connections spreads them
+                    // round robin, as it spreads closed-loop tasks.
+                    let db = db.for_task(spawned.get() as usize);
                     let wg = wg.clone();
                     spawned.set(spawned.get() + 1);
                     rt2.spawn(async move {
                         let r = db.op(op).await;
-                        record(at, Instant::now(), r);
+                        record(at, Instant::now(), op.is_slow(), r);
                         drop(wg);
                     });
                 }
@@ -466,30 +597,31 @@ async fn open<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, rate: f64) -> Measurem
     rt.sleep(job.warmup).await;
     let a = snapshot(&db, job, Some(gen.clock));
     REC.with(|r| r.t0.set(Some(a.at)));
+    sampler.start();
     rt.sleep(job.window).await;
     let b = snapshot(&db, job, Some(gen.clock));
     REC.with(|r| r.t1.set(Some(b.at)));
+    sampler.stop();
     let conns = job.monitor.connections();
     gen.finish();
     // Requests scheduled in the window but still running count in the latency: wait for them.
     let ok = drained(&rt, wg_wait).await;
     let mut m = measurement(&a, &b, conns, job);
-    if !ok {
-        m.unfinished = spawned.get() - REC.with(|r| r.finished.get()).min(spawned.get());
-        m.errors += m.unfinished.max(1);
-        m.first_error.get_or_insert_with(|| {
-            format!(
-                "open loop: {} requests unfinished {DRAIN_LIMIT:?} after the window",
-                m.unfinished
-            )
-        });
-    }
+    let unfinished =
+        (!ok).then(|| spawned.get() - REC.with(|r| r.finished.get()).min(spawned.get()));
+    settle(
+        &mut m,
+        unfinished,
+        |u| format!("open loop: {u} requests unfinished {DRAIN_LIMIT:?} after the window"),
+        sampler.finish(),
+    );
     m
 }
 
 async fn ceiling<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, queries: usize) -> Measurement {
     // Warm up: every connection opened and the statement prepared, without the 5 ms wait.
     let conns = job.cand.conns;
+    let sampler = job.monitor.sampler(CONN_SAMPLE_EVERY);
     let (wg, wg_wait) = wait_group();
     for i in 0..conns * 4 {
         let db = db.for_task(i);
@@ -497,7 +629,7 @@ async fn ceiling<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, queries: usize) -> 
         rt.spawn(async move {
             let r = db.op(Op::Sleep(0.0)).await;
             if let Err(e) = r {
-                record(Instant::now(), Instant::now(), Err(e));
+                record(Instant::now(), Instant::now(), false, Err(e));
             }
             drop(wg);
         });
@@ -508,6 +640,7 @@ async fn ceiling<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, queries: usize) -> 
 
     let a = snapshot(&db, job, None);
     REC.with(|r| r.t0.set(Some(a.at)));
+    sampler.start();
     let (wg, wg_wait) = wait_group();
     for i in 0..queries {
         let db = db.for_task(i);
@@ -515,19 +648,24 @@ async fn ceiling<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, queries: usize) -> 
         let start = a.at;
         rt.spawn(async move {
             let r = db.op(Op::Sleep(SLEEP_SECONDS)).await;
-            record(start, Instant::now(), r);
+            record(start, Instant::now(), false, r);
             drop(wg);
         });
     }
     drop(wg);
     let ok = drained(&rt, wg_wait).await;
     let b = snapshot(&db, job, None);
+    sampler.stop();
     let server = job.monitor.connections();
     let mut m = measurement(&a, &b, server, job);
-    if !ok {
-        m.unfinished = queries as u64 - REC.with(|r| r.finished.get()).min(queries as u64);
-        m.errors += m.unfinished.max(1);
-    }
+    let unfinished =
+        (!ok).then(|| queries as u64 - REC.with(|r| r.finished.get()).min(queries as u64));
+    settle(
+        &mut m,
+        unfinished,
+        |u| format!("pool ceiling: {u} queries unfinished {DRAIN_LIMIT:?} after the start"),
+        sampler.finish(),
+    );
     m
 }
 
@@ -601,6 +739,7 @@ impl<R: pgpipe::rt::Runtime> Db for PgpipeDb<R> {
             Op::Sleep(s) => {
                 c.query(SLEEP_SQL, &[&s]).await.map_err(err)?;
             }
+            Op::Slow => check_rows(c.query(HOL_SLOW_SQL, &[]).await.map_err(err)?.len())?,
         }
         Ok(())
     }
@@ -619,6 +758,14 @@ fn check_one(v: i32) -> Result<(), String> {
     }
 }
 
+fn check_rows(n: usize) -> Result<(), String> {
+    if n == 1 {
+        Ok(())
+    } else {
+        Err(format!("{HOL_SLOW_SQL} returned {n} rows, expected 1"))
+    }
+}
+
 fn check_updated(n: u64) -> Result<(), String> {
     if n == 1 {
         Ok(())
@@ -634,6 +781,7 @@ struct TpgConn {
     select1: tokio_postgres::Statement,
     update: tokio_postgres::Statement,
     sleep: tokio_postgres::Statement,
+    slow: tokio_postgres::Statement,
 }
 
 impl TpgConn {
@@ -647,6 +795,7 @@ impl TpgConn {
             select1: client.prepare(SELECT1_SQL).await.map_err(err)?,
             update: client.prepare(UPDATE_SQL).await.map_err(err)?,
             sleep: client.prepare(SLEEP_SQL).await.map_err(err)?,
+            slow: client.prepare(HOL_SLOW_SQL).await.map_err(err)?,
             client,
         })
     }
@@ -655,9 +804,9 @@ impl TpgConn {
 async fn tpg_op(
     c: &tokio_postgres::Client,
     op: Op,
-    st: [&tokio_postgres::Statement; 4],
+    st: [&tokio_postgres::Statement; 5],
 ) -> Result<(), String> {
-    let [point, select1, update, sleep] = st;
+    let [point, select1, update, sleep, slow] = st;
     match op {
         Op::Point(aid) => {
             let row = c.query_one(point, &[&aid]).await.map_err(err)?;
@@ -675,6 +824,7 @@ async fn tpg_op(
         Op::Sleep(s) => {
             c.query(sleep, &[&s]).await.map_err(err)?;
         }
+        Op::Slow => check_rows(c.query(slow, &[]).await.map_err(err)?.len())?,
     }
     Ok(())
 }
@@ -695,7 +845,12 @@ impl Db for TpgDb {
     }
     async fn op(&self, op: Op) -> Result<(), String> {
         let c = &self.conns[self.mine];
-        tpg_op(&c.client, op, [&c.point, &c.select1, &c.update, &c.sleep]).await
+        tpg_op(
+            &c.client,
+            op,
+            [&c.point, &c.select1, &c.update, &c.sleep, &c.slow],
+        )
+        .await
     }
 }
 
@@ -711,6 +866,7 @@ impl Db for DeadpoolDb {
             Op::Select1 => SELECT1_SQL,
             Op::ReadWrite { .. } => UPDATE_SQL,
             Op::Sleep(_) => SLEEP_SQL,
+            Op::Slow => HOL_SLOW_SQL,
         };
         let st = c.prepare_cached(sql).await.map_err(err)?;
         match op {
@@ -721,7 +877,7 @@ impl Db for DeadpoolDb {
                 row.try_get::<_, i32>(0).map_err(err)?;
                 Ok(())
             }
-            op => tpg_op(&c, op, [&st, &st, &st, &st]).await,
+            op => tpg_op(&c, op, [&st, &st, &st, &st, &st]).await,
         }
     }
 }
@@ -738,6 +894,9 @@ impl Job {
         c.application_name = Some(crate::monitor::APP_NAME.into());
         if let Some(w) = self.cand.max_in_flight {
             c.max_in_flight = w;
+        }
+        if let Some(m) = self.cand.max_connections {
+            c.max_connections = m;
         }
         c
     }

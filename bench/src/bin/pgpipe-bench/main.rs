@@ -39,13 +39,17 @@ usage: cargo run --release -p pgpipe-bench -- [options]
   --quick                 smoke run of the whole pipeline, every candidate kind, for CI (not for figures)
   --url URL               server to use (default: $DATABASE_URL, else a throwaway cluster)
   --candidates LIST       comma-separated, e.g. pgpipe-smol-4,pgpipe-tokio-4-w256,tokio-postgres-1,deadpool-16
+                          pgpipe options: -wM max_in_flight M, -mK max_connections K (elastic
+                          connections up to K; K <= N: none), either order: pgpipe-tokio-4-w256-m32
                           (a #2 suffix enters a configuration twice: an A/A control)
-  --workloads LIST        point,select1,rw,ceiling
+  --workloads LIST        point,select1,rw,ceiling,hol (hol: 99% point selects, 1% SELECT pg_sleep(0.02))
   --loads LIST            closed,open
   --delays LIST           direct (no proxy) and/or one-way delays in ms through the delay proxy: 0,1,5
   --rounds N              rounds over all candidates (default 3; quick 1)
   --duration SECS         measured window per run (default 1.0; quick 0.3)
   --warmup SECS           warm-up per run, connect excluded (default 0.4; quick 0.2)
+  --hol-duration SECS     measured window of hol runs, instead of --duration (default 5; quick 1)
+  --hol-warmup SECS       warm-up of hol runs, instead of --warmup (default 1; quick 0.3)
   --tasks N               closed-loop concurrency (default 1000; quick 200)
   --rate N                open-loop arrivals per second (default 10000; quick 1000)
   --rows N                accounts rows (default 1000000; quick 10000)
@@ -70,6 +74,8 @@ struct Args {
     rounds: Option<usize>,
     duration: Option<f64>,
     warmup: Option<f64>,
+    hol_duration: Option<f64>,
+    hol_warmup: Option<f64>,
     tasks: Option<usize>,
     rate: Option<f64>,
     rows: Option<i32>,
@@ -99,6 +105,8 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
         rounds: None,
         duration: None,
         warmup: None,
+        hol_duration: None,
+        hol_warmup: None,
         tasks: None,
         rate: None,
         rows: None,
@@ -139,6 +147,8 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
             "--rounds" => a.rounds = Some(num(flag, val()?)?),
             "--duration" => a.duration = Some(num(flag, val()?)?),
             "--warmup" => a.warmup = Some(num(flag, val()?)?),
+            "--hol-duration" => a.hol_duration = Some(num(flag, val()?)?),
+            "--hol-warmup" => a.hol_warmup = Some(num(flag, val()?)?),
             "--tasks" => a.tasks = Some(num(flag, val()?)?),
             "--rate" => a.rate = Some(num(flag, val()?)?),
             "--rows" => a.rows = Some(num(flag, val()?)?),
@@ -154,11 +164,22 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
     if a.rounds == Some(0) || a.tasks == Some(0) || a.rows.is_some_and(|r| r < 1) {
         return Err("--rounds, --tasks and --rows must be at least 1".into());
     }
-    if a.rate.is_some_and(|r| r <= 0.0 || !r.is_finite())
-        || a.duration.is_some_and(|d| d <= 0.0 || !d.is_finite())
-        || a.warmup.is_some_and(|d| d < 0.0 || !d.is_finite())
+    let positive = |x: Option<f64>| x.is_none_or(|x| x > 0.0 && x.is_finite());
+    // Also bounded: Duration::from_secs_f64 panics on huge values.
+    let seconds = |x: Option<f64>| x.is_none_or(|x| (0.0..=1e6).contains(&x));
+    if !positive(a.rate)
+        || !positive(a.duration)
+        || !positive(a.hol_duration)
+        || !seconds(a.duration)
+        || !seconds(a.hol_duration)
+        || !seconds(a.warmup)
+        || !seconds(a.hol_warmup)
     {
-        return Err("--rate and --duration must be positive, --warmup not negative".into());
+        return Err(
+            "--rate, --duration and --hol-duration must be positive, the warm-ups not negative \
+             (durations at most 1e6 s)"
+                .into(),
+        );
     }
     Ok(a)
 }
@@ -169,6 +190,8 @@ fn settings(a: &Args) -> Settings {
         rounds: a.rounds.unwrap_or(if q { 1 } else { 3 }),
         warmup: Duration::from_secs_f64(a.warmup.unwrap_or(if q { 0.2 } else { 0.4 })),
         window: Duration::from_secs_f64(a.duration.unwrap_or(if q { 0.3 } else { 1.0 })),
+        hol_warmup: Duration::from_secs_f64(a.hol_warmup.unwrap_or(if q { 0.3 } else { 1.0 })),
+        hol_window: Duration::from_secs_f64(a.hol_duration.unwrap_or(if q { 1.0 } else { 5.0 })),
         tasks: a.tasks.unwrap_or(if q { 200 } else { 1000 }),
         rate: a.rate.unwrap_or(if q { 1000.0 } else { 10_000.0 }),
         rows: a.rows.unwrap_or(if q { 10_000 } else { 1_000_000 }),
@@ -426,12 +449,13 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
                     sc.id(),
                     cand.name
                 ));
+                let (warmup, window) = settings.timing(sc.workload);
                 let job = Job {
                     cand: cand.clone(),
                     workload: sc.workload,
                     load: sc.load,
-                    warmup: settings.warmup,
-                    window: settings.window,
+                    warmup,
+                    window,
                     host,
                     port,
                     base: base.clone(),
@@ -450,7 +474,16 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
                 let slot = &mut results[si][ci];
                 let what = match outcome {
                     Ok(m) => {
-                        let s = format!("{:.0} ops/s, {} errors", m.throughput, m.errors);
+                        let s = match m.fast_p9999_us {
+                            Some(p) => format!(
+                                "{:.0} ops/s, fast p99.99 {:.2} ms, {} dropped, {} errors",
+                                m.throughput,
+                                p / 1e3,
+                                m.dropped,
+                                m.errors
+                            ),
+                            None => format!("{:.0} ops/s, {} errors", m.throughput, m.errors),
+                        };
                         if m.errors > 0 {
                             eprintln!(
                                 "\npgpipe-bench: {} / {}: {} errors, first: {}",
@@ -680,5 +713,34 @@ mod tests {
         assert!(p.iter().any(|s| s.id() == "select1-open-200-5ms"));
         assert!(parse_args(&["--bogus".to_string()]).is_err());
         assert!(parse_args(&["--rounds".to_string(), "0".to_string()]).is_err());
+    }
+
+    #[test]
+    fn hol_has_its_own_window() {
+        let a = args("--workloads hol --loads open,closed --hol-duration 2 --duration 0.5");
+        let s = settings(&a);
+        assert_eq!(
+            s.timing(Workload::Hol),
+            (Duration::from_secs(1), Duration::from_secs(2))
+        );
+        assert_eq!(s.timing(Workload::Point).1, Duration::from_millis(500));
+        let p = build_plan(&a, &s);
+        let ids: Vec<String> = p.iter().map(|s| s.id()).collect();
+        assert_eq!(ids, ["hol-open-10000-direct", "hol-closed-1000-direct"]);
+        let d = settings(&args(""));
+        assert_eq!(
+            d.timing(Workload::Hol),
+            (Duration::from_secs(1), Duration::from_secs(5))
+        );
+        assert!(parse_args(&["--hol-duration".to_string(), "0".to_string()]).is_err());
+        assert!(parse_args(&["--hol-warmup=-1".to_string()]).is_err());
+        let c = args("--candidates pgpipe-tokio-4-m4,pgpipe-tokio-4-w256-m32");
+        let names: Vec<_> = c
+            .candidates
+            .unwrap()
+            .iter()
+            .map(|c| (c.max_in_flight, c.max_connections))
+            .collect();
+        assert_eq!(names, [(None, Some(4)), (Some(256), Some(32))]);
     }
 }

@@ -1,7 +1,9 @@
 //! A side connection to the server, straight to it (never through a delay proxy), on a thread of
-//! its own: counts the candidates' backends and waits for them to go between runs.
+//! its own: counts the candidates' backends, samples that count during a run's window, and
+//! waits for them to go between runs.
 
 use std::sync::mpsc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// `application_name` of every candidate connection, so the monitor can count them.
@@ -117,6 +119,40 @@ impl Monitor {
         rx.recv().map_err(|_| "monitor gone".to_string())?
     }
 
+    /// A connection sampler for one run: a plain thread, so the run's own thread never waits
+    /// for the server; it counts the candidate's backends every `every` between
+    /// [`ConnSampler::start`] and [`ConnSampler::stop`].
+    pub fn sampler(&self, every: Duration) -> ConnSampler {
+        let (tx, rx) = mpsc::channel::<()>();
+        let monitor = self.clone();
+        let thread = std::thread::Builder::new()
+            .name("conn-sampler".into())
+            .spawn(move || {
+                let mut counts = Vec::new();
+                // Wait for the window (or for the sampler to be dropped unstarted).
+                if rx.recv().is_err() {
+                    return counts;
+                }
+                loop {
+                    let t = Instant::now();
+                    let n = monitor.connections();
+                    if n >= 0 {
+                        counts.push(n);
+                    }
+                    match rx.recv_timeout(every.saturating_sub(t.elapsed())) {
+                        Err(mpsc::RecvTimeoutError::Timeout) => {}
+                        // Stopped, or the handle is gone.
+                        _ => return counts,
+                    }
+                }
+            })
+            .ok();
+        ConnSampler {
+            tx: Some(tx),
+            thread,
+        }
+    }
+
     /// Waits until no candidate backend is left (they exit asynchronously after a client
     /// closes), so one run's teardown does not overlap the next run's window.
     pub fn wait_idle(&self, limit: Duration) -> bool {
@@ -130,5 +166,78 @@ impl Monitor {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+}
+
+/// Mean and maximum of the sampled backend counts of one window.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ConnStats {
+    /// Mean count; None if no sample succeeded.
+    pub avg: Option<f64>,
+    /// Largest count; None if no sample succeeded.
+    pub max: Option<i64>,
+    /// Successful samples.
+    pub samples: u64,
+}
+
+impl ConnStats {
+    fn of(counts: &[i64]) -> ConnStats {
+        if counts.is_empty() {
+            return ConnStats::default();
+        }
+        ConnStats {
+            avg: Some(counts.iter().sum::<i64>() as f64 / counts.len() as f64),
+            max: counts.iter().copied().max(),
+            samples: counts.len() as u64,
+        }
+    }
+}
+
+/// A run's connection sampler (see [`Monitor::sampler`]). Dropping it unfinished lets its
+/// thread end by itself.
+pub struct ConnSampler {
+    tx: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<Vec<i64>>>,
+}
+
+impl ConnSampler {
+    /// Starts sampling: the first sample at once, then one every period. Does not block.
+    pub fn start(&self) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Stops sampling (at the latest after a sample in progress). Does not block.
+    pub fn stop(&self) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Waits for the sampler thread and summarizes its samples (empty if it never started or
+    /// could not be spawned). Call after `stop`, off the measured window: it may block for one
+    /// monitor query.
+    pub fn finish(mut self) -> ConnStats {
+        self.tx = None;
+        let counts = self
+            .thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default();
+        ConnStats::of(&counts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conn_stats() {
+        let s = ConnStats::of(&[4, 6, 5, 9]);
+        assert_eq!((s.avg, s.max, s.samples), (Some(6.0), Some(9), 4));
+        let e = ConnStats::of(&[]);
+        assert_eq!((e.avg, e.max, e.samples), (None, None, 0));
     }
 }

@@ -22,24 +22,35 @@ pub enum Kind {
 }
 
 /// One client configuration. Its name is its spec: `pgpipe-smol-4`, `pgpipe-tokio-4-w256`
-/// (max_in_flight 256), `tokio-postgres-2`, `deadpool-16`; a `#2` suffix enters the same
-/// configuration again as a separate candidate (the A/A control).
+/// (max_in_flight 256), `pgpipe-tokio-4-m4` (max_connections 4: no elasticity),
+/// `tokio-postgres-2`, `deadpool-16`; a `#2` suffix enters the same configuration again as a
+/// separate candidate (the A/A control).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Candidate {
+    /// The spec as given (`pgpipe-tokio-4-w256#2`).
     pub name: String,
+    /// The library (and runtime).
     pub kind: Kind,
     /// pipeline_size, connections, or pool size.
     pub conns: usize,
+    /// pgpipe only (`-wM`): `Config::max_in_flight`; None = the library's default.
     pub max_in_flight: Option<usize>,
+    /// pgpipe only (`-mK`): `Config::max_connections`, the upper bound of pipelined connections
+    /// the service may open on demand; None = the library's default. At most `conns` disables
+    /// elasticity.
+    pub max_connections: Option<usize>,
     /// 1, or the copy number of an A/A duplicate.
     pub copy: u32,
 }
 
 impl Candidate {
+    /// Parses a candidate spec: `pgpipe-{smol,tokio,glommio}-N[-wM][-mK]` (`-w` and `-m` in
+    /// either order, each at most once), `tokio-postgres-N` or `deadpool-N`, optionally
+    /// followed by `#K`.
     pub fn parse(spec: &str) -> Result<Candidate, String> {
         let bad = || {
             format!(
-                "bad candidate {spec:?}: expected pgpipe-{{smol,tokio,glommio}}-N[-wM], \
+                "bad candidate {spec:?}: expected pgpipe-{{smol,tokio,glommio}}-N[-wM][-mK], \
                  tokio-postgres-N or deadpool-N, optionally followed by #K"
             )
         };
@@ -60,15 +71,28 @@ impl Candidate {
         } else {
             return Err(bad());
         };
-        let (n, window) = match rest.split_once("-w") {
-            Some((n, w)) if matches!(kind, Kind::Pgpipe(_)) => {
-                (n, Some(w.parse::<usize>().map_err(|_| bad())?))
+        // `N`, then pgpipe's options `-wM` / `-mK`, in either order, each at most once.
+        let mut parts = rest.split('-');
+        let conns = parts
+            .next()
+            .and_then(|n| n.parse::<usize>().ok())
+            .ok_or_else(bad)?;
+        let (mut window, mut max_conns) = (None, None);
+        for opt in parts {
+            if !matches!(kind, Kind::Pgpipe(_)) {
+                return Err(bad());
             }
-            Some(_) => return Err(bad()),
-            None => (rest, None),
-        };
-        let conns = n.parse::<usize>().map_err(|_| bad())?;
-        if conns == 0 || copy == 0 || window == Some(0) {
+            let slot = match opt.as_bytes().first() {
+                Some(b'w') => &mut window,
+                Some(b'm') => &mut max_conns,
+                _ => return Err(bad()),
+            };
+            if slot.is_some() {
+                return Err(bad());
+            }
+            *slot = Some(opt[1..].parse::<usize>().map_err(|_| bad())?);
+        }
+        if conns == 0 || copy == 0 || window == Some(0) || max_conns == Some(0) {
             return Err(bad());
         }
         Ok(Candidate {
@@ -76,50 +100,53 @@ impl Candidate {
             kind,
             conns,
             max_in_flight: window,
+            max_connections: max_conns,
             copy,
         })
     }
 
-    /// The library and runtime, without the size: `pgpipe-smol`, `tokio-postgres`, `deadpool`.
-    pub fn family(&self) -> String {
-        let mut f = match self.kind {
-            Kind::Pgpipe(Adapter::Smol) => "pgpipe-smol".to_string(),
-            Kind::Pgpipe(Adapter::Tokio) => "pgpipe-tokio".to_string(),
-            Kind::Pgpipe(Adapter::Glommio) => "pgpipe-glommio".to_string(),
-            Kind::TokioPostgres => "tokio-postgres".to_string(),
-            Kind::Deadpool => "deadpool".to_string(),
-        };
+    /// The option suffixes in their canonical order: `-wM`, then `-mK`, then `#K`.
+    fn suffix(&self) -> String {
+        let mut s = String::new();
         if let Some(w) = self.max_in_flight {
-            f.push_str(&format!("-w{w}"));
+            s.push_str(&format!("-w{w}"));
+        }
+        if let Some(m) = self.max_connections {
+            s.push_str(&format!("-m{m}"));
         }
         if self.copy > 1 {
-            f.push_str(&format!("#{}", self.copy));
+            s.push_str(&format!("#{}", self.copy));
         }
-        f
+        s
     }
 
-    /// The same candidate with another size (for the pool-ceiling sweep).
+    /// The library and runtime without the size, with the options: `pgpipe-smol`,
+    /// `pgpipe-tokio-w256-m32`, `tokio-postgres`, `deadpool`.
+    pub fn family(&self) -> String {
+        format!("{}{}", self.library(), self.suffix())
+    }
+
+    fn library(&self) -> &'static str {
+        match self.kind {
+            Kind::Pgpipe(Adapter::Smol) => "pgpipe-smol",
+            Kind::Pgpipe(Adapter::Tokio) => "pgpipe-tokio",
+            Kind::Pgpipe(Adapter::Glommio) => "pgpipe-glommio",
+            Kind::TokioPostgres => "tokio-postgres",
+            Kind::Deadpool => "deadpool",
+        }
+    }
+
+    /// The same candidate with another size (for the pool-ceiling sweep); options are kept and
+    /// the name is written in the canonical order.
     pub fn sized(&self, conns: usize) -> Candidate {
-        let mut name = match self.kind {
-            Kind::Pgpipe(Adapter::Smol) => format!("pgpipe-smol-{conns}"),
-            Kind::Pgpipe(Adapter::Tokio) => format!("pgpipe-tokio-{conns}"),
-            Kind::Pgpipe(Adapter::Glommio) => format!("pgpipe-glommio-{conns}"),
-            Kind::TokioPostgres => format!("tokio-postgres-{conns}"),
-            Kind::Deadpool => format!("deadpool-{conns}"),
-        };
-        if let Some(w) = self.max_in_flight {
-            name.push_str(&format!("-w{w}"));
-        }
-        if self.copy > 1 {
-            name.push_str(&format!("#{}", self.copy));
-        }
         Candidate {
-            name,
+            name: format!("{}-{conns}{}", self.library(), self.suffix()),
             conns,
             ..self.clone()
         }
     }
 
+    /// Whether the candidate is a pgpipe client (any adapter).
     pub fn is_pgpipe(&self) -> bool {
         matches!(self.kind, Kind::Pgpipe(_))
     }
@@ -137,26 +164,33 @@ pub enum Workload {
     ReadWrite,
     /// `SELECT pg_sleep(0.005)` (pool ceiling).
     Sleep,
+    /// Head-of-line: 99% point selects, 1% `SELECT pg_sleep(0.02)`, drawn from each op's
+    /// seeded generator; fast and slow ops' latencies are also recorded apart.
+    Hol,
 }
 
 impl Workload {
+    /// Parses a `--workloads` item.
     pub fn parse(s: &str) -> Result<Workload, String> {
         match s {
             "point" => Ok(Workload::Point),
             "select1" => Ok(Workload::Select1),
             "rw" => Ok(Workload::ReadWrite),
             "ceiling" | "sleep" => Ok(Workload::Sleep),
+            "hol" => Ok(Workload::Hol),
             _ => Err(format!(
-                "unknown workload {s:?} (point, select1, rw, ceiling)"
+                "unknown workload {s:?} (point, select1, rw, ceiling, hol)"
             )),
         }
     }
+    /// The name in scenario ids and `--workloads`.
     pub fn label(self) -> &'static str {
         match self {
             Workload::Point => "point",
             Workload::Select1 => "select1",
             Workload::ReadWrite => "rw",
             Workload::Sleep => "ceiling",
+            Workload::Hol => "hol",
         }
     }
     /// Statements per op.
@@ -301,14 +335,51 @@ fn ceiling_candidates(families: &[Candidate], sizes: &[usize]) -> Vec<Candidate>
 /// Knobs of a plan.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Settings {
+    /// Rounds over all candidates.
     pub rounds: usize,
+    /// Warm-up per run (connect excluded), all workloads but hol.
     pub warmup: Duration,
+    /// Measured window per run, all workloads but hol.
     pub window: Duration,
+    /// Warm-up of hol runs.
+    pub hol_warmup: Duration,
+    /// Measured window of hol runs: longer, because p99.99 of the fast queries needs samples.
+    pub hol_window: Duration,
+    /// Closed-loop concurrency.
     pub tasks: usize,
+    /// Open-loop arrivals per second.
     pub rate: f64,
+    /// Rows of the accounts table.
     pub rows: i32,
+    /// Queries of the pool-ceiling batch.
     pub ceiling_queries: usize,
 }
+
+impl Settings {
+    /// Warm-up and measured window of a run of `w`.
+    pub fn timing(&self, w: Workload) -> (Duration, Duration) {
+        if w == Workload::Hol {
+            (self.hol_warmup, self.hol_window)
+        } else {
+            (self.warmup, self.window)
+        }
+    }
+}
+
+/// The candidates of the default hol scenarios: tokio-postgres and deadpool at their usual
+/// sizes, pgpipe elastic (defaults), pgpipe fixed at 4 connections (`-m4`: what elasticity
+/// changes), another runtime, and the A/A duplicate.
+pub const HOL_CANDIDATES: [&str; 9] = [
+    "pgpipe-tokio-4",
+    "pgpipe-tokio-4-m4",
+    "pgpipe-smol-4",
+    "tokio-postgres-1",
+    "tokio-postgres-2",
+    "tokio-postgres-4",
+    "deadpool-16",
+    "deadpool-32",
+    "pgpipe-tokio-4#2",
+];
 
 /// The curated default plan (or `--quick`'s). Sized to finish in about five minutes on a
 /// 2-core machine: every candidate kind on the headline scenario (point select, direct), each
@@ -340,6 +411,12 @@ pub fn default_plan(s: &Settings, quick: bool) -> Vec<Scenario> {
             sc(Workload::Select1, closed, Delay::Direct, few.clone()),
             sc(Workload::ReadWrite, closed, Delay::Direct, few.clone()),
             sc(Workload::Point, Load::Open { rate: s.rate }, ms(0), few),
+            sc(
+                Workload::Hol,
+                Load::Open { rate: s.rate },
+                Delay::Direct,
+                cands(&["pgpipe-tokio-4", "tokio-postgres-4", "deadpool-16"]),
+            ),
             ceiling(
                 &["pgpipe-tokio-1", "tokio-postgres-1", "deadpool-1"],
                 &[1, 4],
@@ -406,6 +483,13 @@ pub fn default_plan(s: &Settings, quick: bool) -> Vec<Scenario> {
             Delay::Direct,
             latency,
         ),
+        sc(
+            Workload::Hol,
+            Load::Open { rate: s.rate },
+            Delay::Direct,
+            cands(&HOL_CANDIDATES),
+        ),
+        sc(Workload::Hol, closed, Delay::Direct, cands(&HOL_CANDIDATES)),
         ceiling(&CEILING_FAMILIES, &CEILING_SIZES),
     ]
 }
@@ -474,10 +558,60 @@ mod tests {
             "pgpipe-4",
             "deadpool-0",
             "deadpool-8-w4",
+            "deadpool-8-m4",
+            "tokio-postgres-2-m4",
             "tokio-postgres-x",
             "x#y",
+            "pgpipe-tokio-4-m0",
+            "pgpipe-tokio-4-w0",
+            "pgpipe-tokio-4-m",
+            "pgpipe-tokio-4-",
+            "pgpipe-tokio-4-x8",
+            "pgpipe-tokio-4-m4-m8",
+            "pgpipe-tokio-4-w8-w8",
+            "pgpipe-tokio-4-m4x",
         ] {
             assert!(Candidate::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn max_connections_suffix() {
+        let fixed = Candidate::parse("pgpipe-tokio-4-m4").unwrap();
+        assert_eq!(
+            (fixed.conns, fixed.max_in_flight, fixed.max_connections),
+            (4, None, Some(4))
+        );
+        assert_eq!(fixed.family(), "pgpipe-tokio-m4");
+        assert_eq!(fixed.sized(8).name, "pgpipe-tokio-8-m4");
+        let plain = Candidate::parse("pgpipe-tokio-4").unwrap();
+        assert_eq!(plain.max_connections, None);
+        assert_ne!(plain.family(), fixed.family());
+        // -w and -m in either order mean the same configuration, written canonically.
+        let a = Candidate::parse("pgpipe-tokio-4-w256-m32").unwrap();
+        let b = Candidate::parse("pgpipe-tokio-4-m32-w256").unwrap();
+        assert_eq!((a.max_in_flight, a.max_connections), (Some(256), Some(32)));
+        assert_eq!(
+            (b.max_in_flight, b.max_connections),
+            (a.max_in_flight, a.max_connections)
+        );
+        assert_eq!(a.family(), "pgpipe-tokio-w256-m32");
+        assert_eq!(b.family(), a.family());
+        assert_eq!(b.sized(4).name, "pgpipe-tokio-4-w256-m32");
+        let c = Candidate::parse("pgpipe-smol-2-m8#2").unwrap();
+        assert_eq!((c.conns, c.max_connections, c.copy), (2, Some(8), 2));
+        assert_eq!(c.family(), "pgpipe-smol-m8#2");
+        assert_eq!(c.sized(2).name, "pgpipe-smol-2-m8#2");
+        assert_eq!(Candidate::parse(&c.sized(16).name).unwrap(), c.sized(16));
+    }
+
+    #[test]
+    fn hol_workload() {
+        assert_eq!(Workload::parse("hol").unwrap(), Workload::Hol);
+        assert_eq!(Workload::Hol.label(), "hol");
+        assert_eq!(Workload::Hol.statements(), 1);
+        for n in HOL_CANDIDATES {
+            Candidate::parse(n).unwrap();
         }
     }
 
@@ -495,11 +629,25 @@ mod tests {
             rounds: 1,
             warmup: Duration::ZERO,
             window: Duration::ZERO,
+            hol_warmup: Duration::ZERO,
+            hol_window: Duration::ZERO,
             tasks: 10,
             rate: 100.0,
             rows: 10,
             ceiling_queries: 6,
         };
+        let quick_hol: Vec<_> = default_plan(&s, true)
+            .into_iter()
+            .filter(|s| s.workload == Workload::Hol)
+            .collect();
+        assert_eq!(quick_hol.len(), 1, "one small hol scenario in --quick");
+        assert!(matches!(quick_hol[0].load, Load::Open { .. }));
+        let hol: Vec<_> = default_plan(&s, false)
+            .into_iter()
+            .filter(|s| s.workload == Workload::Hol)
+            .collect();
+        assert!(hol.iter().any(|s| matches!(s.load, Load::Open { .. })));
+        assert!(hol.iter().any(|s| matches!(s.load, Load::Closed { .. })));
         for quick in [true, false] {
             let p = default_plan(&s, quick);
             let all: Vec<&Candidate> = p.iter().flat_map(|s| &s.candidates).collect();

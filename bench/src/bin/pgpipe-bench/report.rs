@@ -56,6 +56,30 @@ pub struct Summary {
     pub p9999_us: Figure,
     pub max_us: Figure,
     pub server_connections: Figure,
+    /// Mean of the server connections sampled over each window.
+    pub conns_avg: Option<Figure>,
+    /// The most server connections in any sample of each window.
+    pub conns_max: Option<Figure>,
+    /// Requests dropped (ops that failed + unfinished) over all rounds.
+    pub dropped: u64,
+    /// hol: the fast ops' p50, µs.
+    pub fast_p50_us: Option<Figure>,
+    /// hol: the fast ops' p99, µs.
+    pub fast_p99_us: Option<Figure>,
+    /// hol: the fast ops' p99.9, µs.
+    pub fast_p999_us: Option<Figure>,
+    /// hol: the fast ops' p99.99, µs.
+    pub fast_p9999_us: Option<Figure>,
+    /// hol: the fast ops' maximum, µs.
+    pub fast_max_us: Option<Figure>,
+    /// hol: latency samples of fast ops per round.
+    pub fast_samples: Option<Figure>,
+    /// hol: the slow ops' p50, µs.
+    pub slow_p50_us: Option<Figure>,
+    /// hol: the slow ops' p99, µs.
+    pub slow_p99_us: Option<Figure>,
+    /// hol: latency samples of slow ops per round.
+    pub slow_samples: Option<Figure>,
     pub units_per_readable: Option<Figure>,
     pub writes_per_unit: Option<Figure>,
     /// Pool ceiling: time to finish the batch, in ms.
@@ -83,6 +107,18 @@ impl Summary {
             p9999_us: f(|m| m.p9999_us),
             max_us: f(|m| m.max_us),
             server_connections: f(|m| m.server_connections as f64),
+            conns_avg: o(|m| m.conns_avg),
+            conns_max: o(|m| m.conns_max.map(|n| n as f64)),
+            dropped: runs.iter().map(|m| m.dropped).sum(),
+            fast_p50_us: o(|m| m.fast_p50_us),
+            fast_p99_us: o(|m| m.fast_p99_us),
+            fast_p999_us: o(|m| m.fast_p999_us),
+            fast_p9999_us: o(|m| m.fast_p9999_us),
+            fast_max_us: o(|m| m.fast_max_us),
+            fast_samples: o(|m| m.fast_samples.map(|n| n as f64)),
+            slow_p50_us: o(|m| m.slow_p50_us),
+            slow_p99_us: o(|m| m.slow_p99_us),
+            slow_samples: o(|m| m.slow_samples.map(|n| n as f64)),
             units_per_readable: o(|m| m.units_per_readable),
             writes_per_unit: o(|m| m.writes_per_unit),
             wall_ms: f(|m| m.seconds * 1e3),
@@ -112,6 +148,8 @@ pub struct AaSpread {
     pub client_cpu_pct: f64,
     pub p99_pct: f64,
     pub p999_pct: f64,
+    /// hol: the same for the fast ops' p99.99.
+    pub fast_p9999_pct: Option<f64>,
 }
 
 /// All candidates of a scenario.
@@ -124,6 +162,8 @@ pub struct ScenarioResult {
     pub statements_per_op: u32,
     pub candidates: Vec<CandidateResult>,
     pub aa: Option<AaSpread>,
+    /// hol: the goals of the head-of-line scenario, from the medians (empty otherwise).
+    pub hol_goals: Vec<Goal>,
     #[serde(skip)]
     pub delay_kind: Delay,
 }
@@ -147,10 +187,13 @@ impl ScenarioResult {
             if b.candidate.copy < 2 || b.runs.is_empty() {
                 return None;
             }
-            let base = b.candidate.name.split('#').next()?;
-            let a = candidates
-                .iter()
-                .find(|a| a.candidate.name == base && !a.runs.is_empty())?;
+            // The same configuration as copy 1, however its options were ordered.
+            let config = |c: &Candidate| (c.kind, c.conns, c.max_in_flight, c.max_connections);
+            let a = candidates.iter().find(|a| {
+                a.candidate.copy == 1
+                    && !a.runs.is_empty()
+                    && config(&a.candidate) == config(&b.candidate)
+            })?;
             let pct = |x: f64, y: f64| {
                 if x + y == 0.0 {
                     0.0
@@ -166,9 +209,13 @@ impl ScenarioResult {
                 client_cpu_pct: pct(sa.client_cpu_us.median, sb.client_cpu_us.median),
                 p99_pct: pct(sa.p99_us.median, sb.p99_us.median),
                 p999_pct: pct(sa.p999_us.median, sb.p999_us.median),
+                fast_p9999_pct: sa
+                    .fast_p9999_us
+                    .zip(sb.fast_p9999_us)
+                    .map(|(x, y)| pct(x.median, y.median)),
             })
         });
-        ScenarioResult {
+        let mut s = ScenarioResult {
             id: sc.id(),
             workload: sc.workload,
             load: sc.load,
@@ -176,8 +223,22 @@ impl ScenarioResult {
             statements_per_op: sc.workload.statements(),
             candidates,
             aa,
+            hol_goals: Vec::new(),
             delay_kind: sc.delay,
+        };
+        if s.workload == Workload::Hol {
+            s.hol_goals = hol_goals(&s);
         }
+        s
+    }
+
+    /// The candidate with the lowest median fast-query p99.99 among those `pick` accepts.
+    pub fn best_fast_tail(&self, pick: impl Fn(&Candidate) -> bool) -> Option<&CandidateResult> {
+        self.ok()
+            .filter(|c| pick(&c.candidate))
+            .filter_map(|c| Some((c, c.summary.fast_p9999_us?.median)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(c, _)| c)
     }
 
     fn ok(&self) -> impl Iterator<Item = &CandidateResult> {
@@ -204,6 +265,7 @@ impl ScenarioResult {
             Workload::Select1 => "SELECT 1",
             Workload::ReadWrite => "read/write mix (UPDATE then SELECT; 1 op = 2 statements)",
             Workload::Sleep => "pool ceiling: SELECT pg_sleep(0.005)",
+            Workload::Hol => "head-of-line: 99% point selects, 1% SELECT pg_sleep(0.02)",
         };
         let l = match self.load {
             Load::Closed { tasks } => format!("closed loop, {tasks} tasks"),
@@ -397,6 +459,102 @@ pub fn goals(scenarios: &[ScenarioResult]) -> Vec<Goal> {
     out
 }
 
+/// The goals of a hol scenario, from the medians. Open loop: the best pgpipe candidate by fast
+/// p99.99 (A/A duplicate not eligible) and pgpipe-tokio-4 against the deadpool candidate with
+/// the lowest fast p99.99: tail no worse, nothing dropped, fewer connections on average. Closed
+/// loop: the pgpipe candidate with the highest throughput and pgpipe-tokio-4 against the best
+/// deadpool's throughput.
+fn hol_goals(s: &ScenarioResult) -> Vec<Goal> {
+    let mut out = Vec::new();
+    let na = |goal: String| Goal {
+        goal,
+        measured: "not measured in this run".into(),
+        met: None,
+    };
+    let pgpipe = |c: &Candidate| c.is_pgpipe() && c.copy == 1;
+    // The best pgpipe, then pgpipe-tokio-4 if it is another one.
+    fn named<'a>(
+        s: &'a ScenarioResult,
+        best: Option<&'a CandidateResult>,
+    ) -> Vec<&'a CandidateResult> {
+        let mut v: Vec<&CandidateResult> = best.into_iter().collect();
+        if let Some(t4) = s.get("pgpipe-tokio-4") {
+            if !v.iter().any(|c| c.candidate.name == t4.candidate.name) {
+                v.push(t4);
+            }
+        }
+        v
+    }
+    match s.load {
+        Load::Open { .. } => {
+            let d = s.best_fast_tail(is_deadpool);
+            let ps = named(s, s.best_fast_tail(pgpipe));
+            let (Some(d), false) = (d, ps.is_empty()) else {
+                out.push(na(
+                    "fast p99.99 of pgpipe no worse than the best deadpool's".into(),
+                ));
+                return out;
+            };
+            let dm = &d.summary;
+            let d_tail = dm.fast_p9999_us.map_or(f64::NAN, |f| f.median);
+            let d_conns = dm.conns_avg.map_or(f64::NAN, |f| f.median);
+            for p in ps {
+                let (name, pm) = (&p.candidate.name, &p.summary);
+                let tail = pm.fast_p9999_us.map_or(f64::NAN, |f| f.median);
+                out.push(Goal {
+                    goal: format!(
+                        "{name}: fast p99.99 <= best deadpool's ({})",
+                        d.candidate.name
+                    ),
+                    measured: format!(
+                        "{:.2} ms vs {:.2} ms ({:.2}x)",
+                        tail / 1e3,
+                        d_tail / 1e3,
+                        tail / d_tail
+                    ),
+                    met: Some(tail <= d_tail),
+                });
+                out.push(Goal {
+                    goal: format!("{name}: dropped = 0 (all rounds)"),
+                    measured: format!("{}", pm.dropped),
+                    met: Some(pm.dropped == 0 && pm.rounds_failed == 0),
+                });
+                let conns = pm.conns_avg.map_or(f64::NAN, |f| f.median);
+                out.push(Goal {
+                    goal: format!(
+                        "{name}: fewer connections on average than {}",
+                        d.candidate.name
+                    ),
+                    measured: format!("{conns:.1} vs {d_conns:.1}"),
+                    met: Some(conns < d_conns),
+                });
+            }
+        }
+        Load::Closed { .. } => {
+            let d = s.best(is_deadpool);
+            let ps = named(s, s.best(pgpipe));
+            let (Some(d), false) = (d, ps.is_empty()) else {
+                out.push(na("throughput of pgpipe >= the best deadpool's".into()));
+                return out;
+            };
+            let dt = d.summary.throughput.median;
+            for p in ps {
+                let t = p.summary.throughput.median;
+                out.push(Goal {
+                    goal: format!(
+                        "{}: throughput >= best deadpool's ({})",
+                        p.candidate.name, d.candidate.name
+                    ),
+                    measured: format!("{t:.0}/s vs {dt:.0}/s ({:.2}x)", t / dt),
+                    met: Some(t >= dt),
+                });
+            }
+        }
+        Load::Ceiling { .. } => {}
+    }
+    out
+}
+
 fn ms(us: f64) -> String {
     let v = us / 1e3;
     if v >= 100.0 {
@@ -442,6 +600,10 @@ pub fn table(s: &ScenarioResult, rounds: usize) -> String {
         "{} — {rounds} round(s), median (min–max); latency in ms.\n",
         s.describe()
     );
+    if s.workload == Workload::Hol {
+        hol_table(&mut t, s);
+        return t;
+    }
     let ceiling = matches!(s.load, Load::Ceiling { .. });
     if ceiling {
         let _ = writeln!(
@@ -543,6 +705,77 @@ pub fn table(s: &ScenarioResult, rounds: usize) -> String {
         );
     }
     t
+}
+
+/// The hol scenario's rows: throughput, the fast ops' tail, the slow ops, dropped requests,
+/// connections used; then the A/A spread and the goals.
+fn hol_table(t: &mut String, s: &ScenarioResult) {
+    let _ = writeln!(
+        t,
+        "| candidate | ops/s | fast p50 | fast p99 | fast p99.9 | fast p99.99 | fast max | fast samples | slow p50 | slow p99 | dropped | conns avg | conns max |"
+    );
+    let _ = writeln!(t, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    let lat = |f: &Option<Figure>| f.map_or_else(|| "–".into(), |f| ms(f.median));
+    for c in &s.candidates {
+        let m = &c.summary;
+        if c.runs.is_empty() {
+            let _ = writeln!(
+                t,
+                "| {} | failed: {} |",
+                c.candidate.name,
+                c.failures.first().map(String::as_str).unwrap_or("?")
+            );
+            continue;
+        }
+        let _ = writeln!(
+            t,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            c.candidate.name,
+            range(&m.throughput, thousands),
+            lat(&m.fast_p50_us),
+            lat(&m.fast_p99_us),
+            lat(&m.fast_p999_us),
+            m.fast_p9999_us
+                .map_or_else(|| "–".into(), |f| range(&f, ms)),
+            lat(&m.fast_max_us),
+            m.fast_samples
+                .map_or_else(|| "–".into(), |f| thousands(f.median)),
+            lat(&m.slow_p50_us),
+            lat(&m.slow_p99_us),
+            m.dropped,
+            m.conns_avg
+                .map_or_else(|| "–".into(), |f| range(&f, |v| format!("{v:.1}"))),
+            m.conns_max
+                .map_or_else(|| "–".into(), |f| range(&f, |v| format!("{v:.0}"))),
+        );
+    }
+    let _ = writeln!(
+        t,
+        "\nfast = the point selects only, slow = the pg_sleep(0.02) ops; dropped = failed + unfinished requests, all rounds; conns = the candidate's server backends sampled every {} ms over the window.",
+        crate::engine::CONN_SAMPLE_EVERY.as_millis()
+    );
+    if let Some(aa) = &s.aa {
+        let _ = writeln!(
+            t,
+            "\nA/A control ({} vs {}): throughput differs by {:.1}%, fast p99.99 by {}.",
+            aa.a,
+            aa.b,
+            aa.throughput_pct,
+            aa.fast_p9999_pct
+                .map_or_else(|| "–".into(), |p| format!("{p:.1}%"))
+        );
+    }
+    if !s.hol_goals.is_empty() {
+        let _ = writeln!(t, "\nGoals (from the medians):\n");
+        for g in &s.hol_goals {
+            let st = match g.met {
+                Some(true) => "met",
+                Some(false) => "NOT met",
+                None => "n/a",
+            };
+            let _ = writeln!(t, "- {}: {} — **{st}**", g.goal, g.measured);
+        }
+    }
 }
 
 /// Goals as a Markdown table.

@@ -404,6 +404,11 @@ pub fn bar_chart(
     svg
 }
 
+/// Whether a family is a tuned pgpipe variant (`-wN`, `-mN`): drawn dashed.
+fn tuned(family: &str) -> bool {
+    family.contains("-w") || family.contains("-m")
+}
+
 fn delay_text(s: &ScenarioResult) -> String {
     match s.delay_kind {
         Delay::Direct => "direct".into(),
@@ -488,8 +493,8 @@ pub fn charts(s: &ScenarioResult) -> Vec<(String, String)> {
         .map(|f| Series {
             name: f.clone(),
             color: color(f),
-            // A tuned variant (-wN) in its family's colour, dashed.
-            dashed: f.contains("-w"),
+            // A tuned variant (-wN, -mN) in its family's colour, dashed.
+            dashed: tuned(f),
             points: by_size(f, &|m| m.throughput),
         })
         .collect();
@@ -546,9 +551,9 @@ pub fn charts(s: &ScenarioResult) -> Vec<(String, String)> {
             Series {
                 name: c.candidate.name.clone(),
                 color: color(&c.family),
-                // A tuned variant (-wN), or a second line of the same family (deadpool-32 next
+                // A tuned variant (-wN, -mN), or a second line of the same family (deadpool-32 next
                 // to the best deadpool): dashed.
-                dashed: c.family.contains("-w") || picks[..i].iter().any(|p| p.family == c.family),
+                dashed: tuned(&c.family) || picks[..i].iter().any(|p| p.family == c.family),
                 points: vec![
                     ms(m.p50_us),
                     ms(m.p90_us),
@@ -591,6 +596,38 @@ pub fn charts(s: &ScenarioResult) -> Vec<(String, String)> {
             )
         })
         .collect();
+    if s.workload == crate::plan::Workload::Hol {
+        let bars: Vec<(String, &'static str, Figure)> = ok
+            .iter()
+            .filter_map(|c| {
+                let f = c.summary.fast_p9999_us?;
+                Some((
+                    c.candidate.name.clone(),
+                    color(&c.family),
+                    Figure {
+                        median: f.median / 1e3,
+                        min: f.min / 1e3,
+                        max: f.max / 1e3,
+                    },
+                ))
+            })
+            .collect();
+        if !bars.is_empty() {
+            out.push((
+                format!("fast-p9999-{}.svg", s.id),
+                bar_chart(
+                    &format!(
+                        "Fast-query p99.99: {} ({})",
+                        s.workload_label(),
+                        delay_text(s)
+                    ),
+                    &format!("{} · point selects only, {from}", s.describe()),
+                    "milliseconds",
+                    &bars,
+                ),
+            ));
+        }
+    }
     out.push((
         format!("cpu-{}.svg", s.id),
         bar_chart(
@@ -617,6 +654,7 @@ impl ScenarioResult {
             crate::plan::Workload::Select1 => "SELECT 1",
             crate::plan::Workload::ReadWrite => "UPDATE + SELECT",
             crate::plan::Workload::Sleep => "pg_sleep",
+            crate::plan::Workload::Hol => "hol (99% point, 1% 20 ms sleep)",
         };
         match self.load {
             Load::Closed { tasks } => format!("{w}, {tasks} tasks"),
