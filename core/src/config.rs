@@ -49,8 +49,9 @@ pub struct Config {
     /// the pipelined fast path (`slow_threshold_us`, default 2000 µs).
     pub slow_threshold: Duration,
     /// Adaptive in-flight limit: estimated server work a connection holds in flight before
-    /// further units wait; also the queued work beyond which the service opens an overflow
-    /// connection (`max_queue_work_us`, default 5000 µs). `max_in_flight` still caps the count.
+    /// further units wait (`max_queue_work_us`, default 10000 µs); `max_in_flight` still caps
+    /// the count. A connection stopped by this limit with at most half of `max_in_flight` in
+    /// flight and units waiting is work-bound: the signal to open an overflow connection.
     pub max_queue_work: Duration,
     /// How long an on-demand connection may sit unused before it is closed
     /// (`idle_timeout_ms`, default 2000).
@@ -77,7 +78,7 @@ impl Default for Config {
             guard: crate::guard::Mode::Default,
             max_connections: 16,
             slow_threshold: Duration::from_micros(2000),
-            max_queue_work: Duration::from_micros(5000),
+            max_queue_work: Duration::from_micros(10_000),
             idle_timeout: Duration::from_millis(2000),
         }
     }

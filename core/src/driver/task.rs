@@ -18,7 +18,7 @@ use postgres_types::Type;
 
 use crate::driver::shared::{
     ConnShared, Notification, PrepareError, QueryResult, Role, Statement, Status, Token,
-    NOTIFICATION_BACKLOG, RETIRED,
+    DEFAULT_COST_NS, NOTIFICATION_BACKLOG, RETIRED,
 };
 use postgres_protocol::message::backend::Message;
 
@@ -95,6 +95,12 @@ pub struct ConnTask<R: Runtime> {
     last_done: Instant,
     /// Estimated server work of the units in flight (the adaptive in-flight limit's gauge).
     in_flight_cost: u64,
+    /// The shortest trip (send to ReadyForQuery) of a unit sent to an empty pipeline: the round
+    /// trip with next to no server work, taken off such units' samples so that estimates are
+    /// server time, not latency.
+    trip_floor: u64,
+    /// The statements completed by the current drain with their estimates (reused).
+    batch: Vec<(Option<Arc<Statement>>, u64)>,
     /// On-demand connections only: when this connection last had work, and the timer that
     /// retires it after `idle_timeout` without any.
     last_active: Instant,
@@ -135,6 +141,8 @@ impl<R: Runtime> ConnTask<R> {
             terminating: false,
             last_done: rt_now,
             in_flight_cost: 0,
+            trip_floor: u64::MAX,
+            batch: Vec::new(),
             last_active: rt_now,
             idle_timer: None,
         }
@@ -403,11 +411,28 @@ impl<R: Runtime> ConnTask<R> {
             exclusive: self.exclusive,
             leaked: None,
             now: self.rt.now(),
-            last_done: &mut self.last_done,
+            last_done: self.last_done,
             in_flight_cost: &mut self.in_flight_cost,
+            trip_floor: &mut self.trip_floor,
+            batch: &mut self.batch,
+            batch_start: None,
         };
-        let done = self.pipeline.drain(&mut self.rbuf, &mut h)?;
-        let leaked = h.leaked.take();
+        let done = self.pipeline.drain(&mut self.rbuf, &mut h);
+        let (leaked, now, batch_start) = (h.leaked.take(), h.now, h.batch_start);
+        if let Some(start) = batch_start {
+            self.last_done = now;
+            // With units still in flight the backend was busy through the whole span, so the
+            // span is server work. A drain that empties the pipeline ends with the backend idle
+            // for however long the client took to read: several units sharing such a span would
+            // all be charged the client's delay, so only a lone unit (its trip floor taken off)
+            // is sampled then.
+            if self.pipeline.is_empty() && self.batch.len() > 1 {
+                self.batch.clear();
+            } else {
+                attribute(&mut self.batch, now.saturating_duration_since(start));
+            }
+        }
+        let done = done?;
         if done > 0 {
             self.shared
                 .counters
@@ -443,16 +468,21 @@ impl<R: Runtime> ConnTask<R> {
         let work_cap = u64::try_from(self.cfg.max_queue_work.as_nanos()).unwrap_or(u64::MAX);
         let mut work_bound = false;
         while moved < room && self.wbuf.len() + bytes < WRITE_HIGH_WATER {
-            // Adaptive in-flight limit: the estimated work in flight stays under the cap (one
-            // unit always goes, however slow, so an idle connection never stalls).
+            // Adaptive in-flight limit: the estimated work in flight stays under the cap while
+            // the units are few and heavy. One unit always goes, however slow, so an idle
+            // connection never stalls; and from half of `max_in_flight` on, the count governs:
+            // a window of cheap units is what pipelining needs, and their estimates swing with
+            // the machine's scheduling more than with their own cost.
             match st.queue.front() {
                 None => break,
-                Some(q) if !self.pipeline.is_empty() || moved > 0 => {
-                    if self.in_flight_cost.saturating_add(q.cost) > work_cap {
-                        c.inc(&c.work_limited);
-                        work_bound = true;
-                        break;
-                    }
+                Some(q)
+                    if !self.pipeline.is_empty()
+                        && self.pipeline.len() * 2 < self.cfg.max_in_flight
+                        && self.in_flight_cost.saturating_add(q.cost) > work_cap =>
+                {
+                    c.inc(&c.work_limited);
+                    work_bound = true;
+                    break;
                 }
                 Some(_) => {}
             }
@@ -818,9 +848,32 @@ struct Completer<'a> {
     leaked: Option<String>,
     /// When this drain's bytes were read.
     now: Instant,
-    /// When the previous unit on this connection completed.
-    last_done: &'a mut Instant,
+    /// When the previous drain completed units on this connection.
+    last_done: Instant,
     in_flight_cost: &'a mut u64,
+    trip_floor: &'a mut u64,
+    batch: &'a mut Vec<(Option<Arc<Statement>>, u64)>,
+    /// When this drain's first unit reached the head of the FIFO (server work began).
+    batch_start: Option<Instant>,
+}
+
+/// Shares the server time of one drain's units among them in proportion to their estimates.
+///
+/// The units read in one batch completed at unknown moments before the read; only the batch's
+/// span (from its first unit reaching the head of the FIFO to the read) is known. Split evenly,
+/// a slow unit would lend its time to the fast ones beside it; given to the first unit alone,
+/// each sample would carry the client's read delay. In proportion to the current estimates,
+/// a batch of alike units splits evenly and a known slow one keeps its share, and a new slow
+/// statement still grows its share sample by sample.
+fn attribute(batch: &mut Vec<(Option<Arc<Statement>>, u64)>, span: Duration) {
+    let span = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX);
+    let total: u128 = batch.iter().map(|(_, e)| u128::from(*e)).sum();
+    for (stmt, est) in batch.drain(..) {
+        if let (Some(stmt), true) = (stmt, total > 0) {
+            let share = u128::from(span) * u128::from(est) / total;
+            stmt.observe(u64::try_from(share).unwrap_or(u64::MAX));
+        }
+    }
 }
 
 impl Handler<Sent> for Completer<'_> {
@@ -829,16 +882,27 @@ impl Handler<Sent> for Completer<'_> {
         c.inc(&c.units_completed);
         sub_saturating(&c.est_pending_ns, sent.cost);
         *self.in_flight_cost = self.in_flight_cost.saturating_sub(sent.cost);
-        // Server time of this unit: from when it reached the head of the FIFO (it was sent, or
-        // the unit before it completed, whichever is later) to its ReadyForQuery. Units read in
-        // one batch share the batch's read time, so the first carries the gap and the rest ~0:
-        // the mean is kept, which is what routing needs.
-        let head_since = sent.sent_at.max(*self.last_done);
-        *self.last_done = self.now;
-        if let (Some(stmt), false) = (&sent.stmt, matches!(outcome, Outcome::Failed(_))) {
-            let ns = self.now.saturating_duration_since(head_since).as_nanos();
-            stmt.observe(u64::try_from(ns).unwrap_or(u64::MAX));
+        // Server work of this drain began when its first unit reached the head of the FIFO:
+        // when the previous drain completed units, or, for a unit sent to an empty pipeline,
+        // at its send plus the round trip (the shortest such trip seen here).
+        if self.batch_start.is_none() {
+            self.batch_start = Some(if sent.sent_at >= self.last_done {
+                let trip = self.now.saturating_duration_since(sent.sent_at);
+                let trip = u64::try_from(trip.as_nanos()).unwrap_or(u64::MAX);
+                *self.trip_floor = (*self.trip_floor).min(trip);
+                sent.sent_at + Duration::from_nanos(*self.trip_floor)
+            } else {
+                self.last_done
+            });
         }
+        // Every unit takes its share of the span (failed ones and prepares too), but only a
+        // successful execution updates its statement's estimate.
+        let est = sent
+            .stmt
+            .as_ref()
+            .map_or(DEFAULT_COST_NS, |s| s.estimate_ns());
+        let failed = matches!(outcome, Outcome::Failed(_));
+        self.batch.push((sent.stmt.filter(|_| !failed), est));
         if matches!(outcome, Outcome::Failed(_)) {
             c.inc(&c.errors_db);
         }

@@ -325,9 +325,10 @@ pub async fn fast_units_are_not_routed_behind_a_known_slow_one<H: Harness>() {
     .await;
     let slow_sql = "SELECT pg_sleep($1::float8)";
     let fast_sql = "SELECT $1::int4";
-    // Learn the estimates: the slow text takes ~0.3 s on whichever connection runs it, and the
-    // fast text is prepared on both (two concurrent callers take both connections).
-    for _ in 0..2 {
+    // Learn the estimates: the slow text takes ~0.3 s on whichever connection runs it (until
+    // its estimate, which at most quadruples per sample, is over 100 ms), and the fast text is
+    // prepared on both (two concurrent callers take both connections).
+    while estimate::<H>(&db, slow_sql) < Duration::from_millis(100) {
         let (a, b) = futures_lite::future::zip(
             db.query(slow_sql, &[&0.3f64]),
             db.query(slow_sql, &[&0.3f64]),
@@ -390,6 +391,16 @@ pub async fn fast_units_are_not_routed_behind_a_known_slow_one<H: Harness>() {
     db.close().await;
 }
 
+/// The highest estimate of `sql` on any connection (zero before it has completed once).
+fn estimate<H: Harness>(db: &crate::Db<H>, sql: &str) -> Duration {
+    db.statement_estimates()
+        .into_iter()
+        .filter(|(_, s, _)| s == sql)
+        .filter_map(|(_, _, e)| e)
+        .max()
+        .unwrap_or_default()
+}
+
 pub async fn slow_statements_get_lanes_that_retire_when_idle<H: Harness>() {
     let db = client::<H>(|c| {
         c.pipeline_size = 1;
@@ -400,22 +411,25 @@ pub async fn slow_statements_get_lanes_that_retire_when_idle<H: Harness>() {
     .await;
     // The slow statement waits for an advisory lock a session holds, so "slow" is decided by
     // the test, not by the machine's speed.
-    let (space, id) = (key::<H>(), 7001i32);
+    // A key space of its own: the leak test counts every lock in this adapter's `key`.
+    let (space, id) = (key::<H>() ^ 0x0100_0000, 7001i32);
     let slow_sql = "SELECT pg_advisory_xact_lock($1::int4, $2::int4)";
     let fast_sql = "SELECT $1::int4";
     let holder = db.session().await.unwrap();
     let lock = "SELECT pg_advisory_lock($1::int4, $2::int4)";
     let unlock = "SELECT pg_advisory_unlock($1::int4, $2::int4)";
-    holder.query(lock, &[&space, &id]).await.unwrap();
-    // First run: its cost is unknown, so it runs on the base connection; held for 200 ms,
-    // which takes the estimate (an EWMA of weight 1/8) past the 10 ms threshold.
-    let first = {
-        let db = db.clone();
-        H::spawn(async move { db.query(slow_sql, &[&space, &id]).await.map(|_| ()) })
-    };
-    H::sleep(Duration::from_millis(200)).await;
-    holder.query(unlock, &[&space, &id]).await.unwrap();
-    first.await.unwrap();
+    // Learn the estimate: while it is under the 10 ms threshold, runs go to the base
+    // connection; each is held for 40 ms (the estimate may at most quadruple per sample).
+    while estimate::<H>(&db, slow_sql) < Duration::from_millis(10) {
+        holder.query(lock, &[&space, &id]).await.unwrap();
+        let run = {
+            let db = db.clone();
+            H::spawn(async move { db.query(slow_sql, &[&space, &id]).await.map(|_| ()) })
+        };
+        H::sleep(Duration::from_millis(40)).await;
+        holder.query(unlock, &[&space, &id]).await.unwrap();
+        run.await.unwrap();
+    }
     assert_eq!(db.stats().open_lanes, 0);
     // Known slow now: two runs each get a lane while the base connection stays free.
     holder.query(lock, &[&space, &id]).await.unwrap();
@@ -472,9 +486,8 @@ pub async fn work_bound_connections_cap_in_flight_work_and_grow<H: Harness>() {
     })
     .await;
     let sql = "SELECT pg_sleep($1::float8)";
-    // Learn the cost one unit at a time: after three ~30 ms samples the estimate (an EWMA of
-    // weight 1/8) is ~10 ms, twice the 5 ms in-flight work limit.
-    for _ in 0..3 {
+    // Learn the cost one unit at a time, until one unit is estimated over the 5 ms limit.
+    while estimate::<H>(&db, sql) < Duration::from_millis(6) {
         db.query(sql, &[&0.03f64]).await.unwrap();
     }
     assert_eq!(db.stats().total.in_flight_peak, 1);

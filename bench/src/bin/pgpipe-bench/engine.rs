@@ -895,6 +895,7 @@ impl Job {
         if let Some(w) = self.cand.max_in_flight {
             c.max_in_flight = w;
         }
+
         if let Some(m) = self.cand.max_connections {
             c.max_connections = m;
         }

@@ -696,7 +696,7 @@ mod tests {
         for sc in &p {
             if matches!(sc.load, Load::Ceiling { .. }) {
                 assert!(sc.candidates.iter().any(|c| c.name == "deadpool-32"));
-                assert!(sc.candidates.iter().any(|c| c.name == "pgpipe-smol-1"));
+                assert!(sc.candidates.iter().any(|c| c.name == "pgpipe-smol-1-m1"));
             } else {
                 let names: Vec<_> = sc.candidates.iter().map(|c| c.name.as_str()).collect();
                 assert_eq!(names, ["pgpipe-smol-4", "deadpool-16"]);

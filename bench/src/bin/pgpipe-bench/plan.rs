@@ -322,11 +322,17 @@ pub fn all_candidates() -> Vec<Candidate> {
 pub const CEILING_FAMILIES: [&str; 2] = ["pgpipe-tokio-1", "deadpool-1"];
 pub const CEILING_SIZES: [usize; 6] = [1, 2, 4, 8, 16, 32];
 
+/// Each family at each size. pgpipe's sizes are fixed (`-mN`): the ceiling compares N
+/// pipelined connections with a pool of N, so none may be opened on demand.
 fn ceiling_candidates(families: &[Candidate], sizes: &[usize]) -> Vec<Candidate> {
     let mut out = Vec::new();
     for f in families {
         for &n in sizes {
-            out.push(f.sized(n));
+            let mut c = f.clone();
+            if c.is_pgpipe() {
+                c.max_connections = Some(n);
+            }
+            out.push(c.sized(n));
         }
     }
     out
