@@ -470,14 +470,14 @@ impl<R: Runtime> ConnTask<R> {
         while moved < room && self.wbuf.len() + bytes < WRITE_HIGH_WATER {
             // Adaptive in-flight limit: the estimated work in flight stays under the cap while
             // the units are few and heavy. One unit always goes, however slow, so an idle
-            // connection never stalls; and from half of `max_in_flight` on, the count governs:
+            // connection never stalls; and from a quarter of `max_in_flight` on, the count governs:
             // a window of cheap units is what pipelining needs, and their estimates swing with
             // the machine's scheduling more than with their own cost.
             match st.queue.front() {
                 None => break,
                 Some(q)
                     if !self.pipeline.is_empty()
-                        && self.pipeline.len() * 2 < self.cfg.max_in_flight
+                        && self.pipeline.len() * 4 < self.cfg.max_in_flight
                         && self.in_flight_cost.saturating_add(q.cost) > work_cap =>
                 {
                     c.inc(&c.work_limited);
