@@ -28,6 +28,9 @@ use crate::{Config, Error, Row};
 /// the connection with the least estimated work: roughly one statement known to be slow.
 const SLOW_AHEAD_NS: u64 = 5_000_000;
 
+/// How long on-demand connections are not tried after one failed to open.
+const OPEN_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A runtime that can run pgpipe: a [`Runtime`] that can spawn the connection task.
 /// Implemented automatically; adapters only implement `Runtime` and `Spawn`.
 pub trait Adapter: Runtime + Spawn<ConnTask<Self>> {}
@@ -67,6 +70,9 @@ struct Inner<R> {
     closing: AtomicBool,
     /// `slow_threshold` in ns.
     slow_ns: u64,
+    /// After an on-demand connection failed to open (the server may be at its connection
+    /// limit), no other is tried before this time, so callers do not hammer the server.
+    open_paused_until: std::sync::Mutex<Option<Instant>>,
     cursor: AtomicUsize,
     pinned: Arc<Pinned>,
     guard: Guard,
@@ -128,6 +134,7 @@ impl<R: Adapter> Client<R> {
                 open_fn: open_on_demand::<R>,
                 closing: AtomicBool::new(false),
                 slow_ns: nanos(config.slow_threshold),
+                open_paused_until: std::sync::Mutex::new(None),
                 config,
                 cfg,
                 conns,
@@ -543,14 +550,27 @@ impl<R: Runtime> Client<R> {
         role: Role,
         deadline: Option<Instant>,
     ) -> Option<&Arc<ConnShared>> {
+        let rt = &self.inner.rt;
+        if crate::sched::lock(&self.inner.open_paused_until).is_some_and(|t| rt.now() < t) {
+            return None;
+        }
         let (c, opened) = self.open_slot(role)?;
         let ready = with_deadline(
-            &self.inner.rt,
+            rt,
             deadline,
             futures_lite::future::poll_fn(|cx| opened.poll_block(cx)),
         )
         .await;
-        ready.ok().map(|()| c)
+        match ready {
+            Ok(()) => Some(c),
+            // The caller's deadline, not the connection: it keeps opening for the next caller.
+            Err(Error::Timeout) => None,
+            Err(_) => {
+                *crate::sched::lock(&self.inner.open_paused_until) =
+                    Some(rt.now() + OPEN_RETRY_PAUSE);
+                None
+            }
+        }
     }
 
     /// Claims a parked on-demand slot and starts its connection task.

@@ -59,16 +59,16 @@ impl Statement {
     }
 
     /// Folds one observed execution time into the estimate: an EWMA of weight 1/8, starting
-    /// from [`DEFAULT_COST_NS`], that at most quadruples per sample. A sample can carry a stall
+    /// from [`DEFAULT_COST_NS`], that at most doubles per sample. A sample can carry a stall
     /// that is not the statement's (a cold first execution, a client busy elsewhere before it
-    /// read the result), so one sample must not make a trivial statement look slow; a statement
-    /// that really takes tens of milliseconds crosses a millisecond threshold within a few.
+    /// read the result, a late packet), so a few samples must not make a trivial statement look
+    /// slow; one that really takes 20 ms crosses a 2 ms threshold at its seventh.
     /// Only connection tasks write it.
     pub(crate) fn observe(&self, ns: u64) {
         let _ = self.cost_ns.fetch_update(Relaxed, Relaxed, |old| {
             let old = if old == 0 { DEFAULT_COST_NS } else { old };
             let ewma = (old - old / 8).saturating_add(ns / 8);
-            Some(ewma.min(old.saturating_mul(4)).max(1))
+            Some(ewma.min(old.saturating_mul(2)).max(1))
         });
     }
 }

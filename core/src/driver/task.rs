@@ -882,18 +882,21 @@ impl Handler<Sent> for Completer<'_> {
         c.inc(&c.units_completed);
         sub_saturating(&c.est_pending_ns, sent.cost);
         *self.in_flight_cost = self.in_flight_cost.saturating_sub(sent.cost);
-        // Server work of this drain began when its first unit reached the head of the FIFO:
-        // when the previous drain completed units, or, for a unit sent to an empty pipeline,
-        // at its send plus the round trip (the shortest such trip seen here).
+        // Server work of this drain began when its first unit reached the head of the FIFO,
+        // as seen from here (shifted by the round trip both ways, which cancels): when the
+        // previous drain read the unit before it, or, if the unit was sent later than one round
+        // trip before that, at its send plus the round trip (the backend sat idle meanwhile; on
+        // a slow network that is most of the time). The round trip is the shortest trip seen of
+        // a unit sent to an empty pipeline.
         if self.batch_start.is_none() {
-            self.batch_start = Some(if sent.sent_at >= self.last_done {
+            if sent.sent_at >= self.last_done {
                 let trip = self.now.saturating_duration_since(sent.sent_at);
                 let trip = u64::try_from(trip.as_nanos()).unwrap_or(u64::MAX);
                 *self.trip_floor = (*self.trip_floor).min(trip);
-                sent.sent_at + Duration::from_nanos(*self.trip_floor)
-            } else {
-                self.last_done
-            });
+            }
+            let floor = Duration::from_nanos(*self.trip_floor);
+            let arrived = sent.sent_at.checked_add(floor).unwrap_or(sent.sent_at);
+            self.batch_start = Some(arrived.max(self.last_done));
         }
         // Every unit takes its share of the span (failed ones and prepares too), but only a
         // successful execution updates its statement's estimate.

@@ -305,6 +305,7 @@ suite! {
         service::fast_units_are_not_routed_behind_a_known_slow_one: 60,
         service::slow_statements_get_lanes_that_retire_when_idle: 60,
         service::work_bound_connections_cap_in_flight_work_and_grow: 60,
+        service::a_server_at_its_connection_limit_still_runs_slow_statements: 60,
         service::a_full_mailbox_makes_callers_wait_instead_of_growing: 60,
         service::abort_fails_everything_at_once: 30,
         service::commit_with_unknown_outcome_is_indeterminate_commit: 60,

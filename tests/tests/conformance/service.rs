@@ -326,7 +326,7 @@ pub async fn fast_units_are_not_routed_behind_a_known_slow_one<H: Harness>() {
     let slow_sql = "SELECT pg_sleep($1::float8)";
     let fast_sql = "SELECT $1::int4";
     // Learn the estimates: the slow text takes ~0.3 s on whichever connection runs it (until
-    // its estimate, which at most quadruples per sample, is over 100 ms), and the fast text is
+    // its estimate, which at most doubles per sample, is over 100 ms), and the fast text is
     // prepared on both (two concurrent callers take both connections).
     while estimate::<H>(&db, slow_sql) < Duration::from_millis(100) {
         let (a, b) = futures_lite::future::zip(
@@ -419,7 +419,7 @@ pub async fn slow_statements_get_lanes_that_retire_when_idle<H: Harness>() {
     let lock = "SELECT pg_advisory_lock($1::int4, $2::int4)";
     let unlock = "SELECT pg_advisory_unlock($1::int4, $2::int4)";
     // Learn the estimate: while it is under the 10 ms threshold, runs go to the base
-    // connection; each is held for 40 ms (the estimate may at most quadruple per sample).
+    // connection; each is held for 40 ms (the estimate may at most double per sample).
     while estimate::<H>(&db, slow_sql) < Duration::from_millis(10) {
         holder.query(lock, &[&space, &id]).await.unwrap();
         let run = {
@@ -473,6 +473,40 @@ pub async fn slow_statements_get_lanes_that_retire_when_idle<H: Harness>() {
     assert_eq!(again.total.opened_on_demand, s.total.opened_on_demand + 1);
     db.close().await;
     assert_eq!(db.live_connections(), 0);
+}
+
+pub async fn a_server_at_its_connection_limit_still_runs_slow_statements<H: Harness>() {
+    // A role allowed one connection: the base connection takes it, so no lane can open.
+    let role = format!("pgpipe_limited_{}", H::name());
+    psql(&format!(
+        "DROP ROLE IF EXISTS {role}; CREATE ROLE {role} LOGIN CONNECTION LIMIT 1"
+    ));
+    let mut cfg = crate::config(|c| {
+        c.pipeline_size = 1;
+        c.max_connections = 3;
+        c.slow_threshold = Duration::from_millis(1);
+    });
+    cfg.user = role;
+    cfg.password = None;
+    let db = H::connect(cfg).await.expect("connect");
+    let sql = "SELECT pg_sleep($1::float8)";
+    while estimate::<H>(&db, sql) < Duration::from_millis(1) {
+        db.query(sql, &[&0.02f64]).await.unwrap();
+    }
+    // Slow now: each run wants a lane. The first attempt fails (the server refuses the role a
+    // second connection) and pauses further attempts; every run still completes on the base
+    // connection.
+    for _ in 0..10 {
+        assert_eq!(db.query(sql, &[&0.005f64]).await.unwrap().len(), 1);
+    }
+    let s = db.stats();
+    assert_eq!(s.open_lanes, 0, "{s:?}");
+    assert_eq!(
+        s.total.opened_on_demand, 1,
+        "one attempt, then a pause: {s:?}"
+    );
+    assert_eq!(s.connections[0].units_completed, s.total.units_completed);
+    db.close().await;
 }
 
 pub async fn work_bound_connections_cap_in_flight_work_and_grow<H: Harness>() {
