@@ -50,7 +50,7 @@ pub struct Config {
     pub slow_threshold: Duration,
     /// Adaptive in-flight limit: estimated server work a connection holds in flight before
     /// further units wait (`max_queue_work_us`, default 10000 µs); `max_in_flight` still caps
-    /// the count. A connection stopped by this limit with under a quarter of `max_in_flight` in
+    /// the count. A connection stopped by this limit with under 16 units (or a quarter of `max_in_flight`) in
     /// flight and units waiting is work-bound: the signal to open an overflow connection.
     pub max_queue_work: Duration,
     /// How long an on-demand connection may sit unused before it is closed

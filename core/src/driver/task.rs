@@ -33,6 +33,9 @@ const READ_BUDGET: usize = 1 << 20;
 /// The pump stops adding units while this much is still unwritten (the socket pushes back).
 const WRITE_HIGH_WATER: usize = 256 * 1024;
 const READ_CHUNK: usize = 64 * 1024;
+/// The in-flight work limit holds windows of fewer units than this (or than a quarter of
+/// `max_in_flight`): units heavy enough for it average over `max_queue_work / 16` each.
+const HEAVY_WINDOW: usize = 16;
 
 /// A unit on the wire, with the position of its first byte in the output stream: on a
 /// connection failure, a unit none of whose bytes were written is `NotDispatched`.
@@ -99,8 +102,10 @@ pub struct ConnTask<R: Runtime> {
     /// trip with next to no server work, taken off such units' samples so that estimates are
     /// server time, not latency.
     trip_floor: u64,
-    /// The statements completed by the current drain with their estimates (reused).
+    /// The statements completed by the current drain with their estimates, and the distinct
+    /// statements already sampled in it (both reused).
     batch: Vec<(Option<Arc<Statement>>, u64)>,
+    batch_seen: Vec<usize>,
     /// On-demand connections only: when this connection last had work, and the timer that
     /// retires it after `idle_timeout` without any.
     last_active: Instant,
@@ -143,6 +148,7 @@ impl<R: Runtime> ConnTask<R> {
             in_flight_cost: 0,
             trip_floor: u64::MAX,
             batch: Vec::new(),
+            batch_seen: Vec::new(),
             last_active: rt_now,
             idle_timer: None,
         }
@@ -429,7 +435,8 @@ impl<R: Runtime> ConnTask<R> {
             if self.pipeline.is_empty() && self.batch.len() > 1 {
                 self.batch.clear();
             } else {
-                attribute(&mut self.batch, now.saturating_duration_since(start));
+                let span = now.saturating_duration_since(start);
+                attribute(&mut self.batch, &mut self.batch_seen, span);
             }
         }
         let done = done?;
@@ -467,17 +474,18 @@ impl<R: Runtime> ConnTask<R> {
         let mut bytes = 0usize;
         let work_cap = u64::try_from(self.cfg.max_queue_work.as_nanos()).unwrap_or(u64::MAX);
         let mut work_bound = false;
+        let heavy_window = (self.cfg.max_in_flight / 4).min(HEAVY_WINDOW);
         while moved < room && self.wbuf.len() + bytes < WRITE_HIGH_WATER {
             // Adaptive in-flight limit: the estimated work in flight stays under the cap while
             // the units are few and heavy. One unit always goes, however slow, so an idle
-            // connection never stalls; and from a quarter of `max_in_flight` on, the count governs:
+            // connection never stalls; and from `heavy_window` units on, the count governs:
             // a window of cheap units is what pipelining needs, and their estimates swing with
             // the machine's scheduling more than with their own cost.
             match st.queue.front() {
                 None => break,
                 Some(q)
                     if !self.pipeline.is_empty()
-                        && self.pipeline.len() * 4 < self.cfg.max_in_flight
+                        && self.pipeline.len() < heavy_window
                         && self.in_flight_cost.saturating_add(q.cost) > work_cap =>
                 {
                     c.inc(&c.work_limited);
@@ -865,14 +873,27 @@ struct Completer<'a> {
 /// each sample would carry the client's read delay. In proportion to the current estimates,
 /// a batch of alike units splits evenly and a known slow one keeps its share, and a new slow
 /// statement still grows its share sample by sample.
-fn attribute(batch: &mut Vec<(Option<Arc<Statement>>, u64)>, span: Duration) {
+///
+/// Each statement gets one sample per drain, however many of its units the drain completed
+/// (they all have the same share): a stall that lands in one drain — a late packet, a client busy
+/// elsewhere — is then one outlier for the estimate to absorb, not one per unit.
+fn attribute(
+    batch: &mut Vec<(Option<Arc<Statement>>, u64)>,
+    seen: &mut Vec<usize>,
+    span: Duration,
+) {
     let span = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX);
     let total: u128 = batch.iter().map(|(_, e)| u128::from(*e)).sum();
+    seen.clear();
     for (stmt, est) in batch.drain(..) {
-        if let (Some(stmt), true) = (stmt, total > 0) {
-            let share = u128::from(span) * u128::from(est) / total;
-            stmt.observe(u64::try_from(share).unwrap_or(u64::MAX));
+        let Some(stmt) = stmt else { continue };
+        let id = Arc::as_ptr(&stmt) as usize;
+        if total == 0 || seen.contains(&id) {
+            continue;
         }
+        seen.push(id);
+        let share = u128::from(span) * u128::from(est) / total;
+        stmt.observe(u64::try_from(share).unwrap_or(u64::MAX));
     }
 }
 

@@ -164,7 +164,13 @@ async fn run(args: &Args, url: &str) -> Result<(), pgpipe::Error> {
     println!("ready_per_unit      {:>10.3}", t.ready_per_unit());
     println!("in_flight_peak      {:>10}", t.in_flight_peak);
     println!("queued_peak         {:>10}", t.queued_peak);
-    println!("connections         {:>10}", after.connections.len());
+    println!(
+        "connections         {:>10} (base {}, lanes {}, overflow {})",
+        after.open_base + after.open_lanes + after.open_overflow,
+        after.open_base,
+        after.open_lanes,
+        after.open_overflow
+    );
     if args.burst > 0 {
         burst(&db, args.burst).await?;
     }

@@ -256,7 +256,7 @@ async fn run_shard(
         units_per_readable: s.total.units_per_readable(),
         writes_per_unit: s.total.writes_per_unit(),
         ready_per_unit: s.total.ready_per_unit(),
-        connections: s.connections.len(),
+        connections: s.open_base + s.open_lanes + s.open_overflow,
     })
 }
 
