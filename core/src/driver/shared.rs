@@ -45,6 +45,20 @@ pub(crate) struct Statement {
     cost_ns: Arc<AtomicU64>,
 }
 
+#[cfg(test)]
+impl Statement {
+    /// A statement with no estimate yet, for the estimator's tests.
+    pub(crate) fn unobserved() -> Arc<Statement> {
+        Arc::new(Statement {
+            name: String::new(),
+            params: Vec::new(),
+            columns: Arc::from(Vec::new()),
+            live: AtomicBool::new(true),
+            cost_ns: Arc::new(AtomicU64::new(0)),
+        })
+    }
+}
+
 /// The estimate used for a statement never observed yet: about a trivial statement's server time
 /// here, so a burst of first uses neither trips the in-flight work limit nor looks slow.
 pub(crate) const DEFAULT_COST_NS: u64 = 20_000;

@@ -1021,3 +1021,87 @@ impl Handler<Sent> for Completer<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn estimates_start_low_and_at_most_double_per_sample() {
+        let s = Statement::unobserved();
+        assert_eq!(s.estimate_ns(), DEFAULT_COST_NS);
+        // A statement that really takes 20 ms crosses 2 ms at its seventh sample.
+        let mut seen = Vec::new();
+        for _ in 0..7 {
+            s.observe(20 * MS);
+            seen.push(s.estimate_ns());
+        }
+        assert_eq!(seen[0], 2 * DEFAULT_COST_NS);
+        assert!(seen.windows(2).all(|w| w[1] <= 2 * w[0]), "{seen:?}");
+        assert!(seen[5] < 2 * MS && seen[6] >= 2 * MS, "{seen:?}");
+        // Then it follows the samples as an EWMA of weight 1/8.
+        for _ in 0..60 {
+            s.observe(20 * MS);
+        }
+        let before = s.estimate_ns();
+        assert!(before > 19 * MS, "{before}");
+        s.observe(0);
+        assert_eq!(s.estimate_ns(), before - before / 8);
+    }
+
+    #[test]
+    fn six_stalls_in_a_row_do_not_make_a_trivial_statement_slow() {
+        let s = Statement::unobserved();
+        for _ in 0..6 {
+            s.observe(50 * MS);
+        }
+        assert!(s.estimate_ns() < 2 * MS, "{}", s.estimate_ns());
+        // Back to normal samples, the estimate falls back quickly.
+        for _ in 0..40 {
+            s.observe(20_000);
+        }
+        assert!(s.estimate_ns() < 100_000, "{}", s.estimate_ns());
+    }
+
+    #[test]
+    fn a_drain_span_is_shared_in_proportion_to_estimates_once_per_statement() {
+        let slow = Statement::unobserved();
+        let fast = Statement::unobserved();
+        for _ in 0..80 {
+            slow.observe(10 * MS);
+            fast.observe(10_000);
+        }
+        let (e_slow, e_fast) = (slow.estimate_ns(), fast.estimate_ns());
+        // One drain: the slow unit and ten fast ones completed within 10.1 ms.
+        let mut batch = vec![(Some(slow.clone()), e_slow)];
+        batch.extend((0..10).map(|_| (Some(fast.clone()), e_fast)));
+        let mut seen = Vec::new();
+        attribute(&mut batch, &mut seen, Duration::from_micros(10_100));
+        assert!(batch.is_empty());
+        // Each got its share: the slow one ~10 ms, the fast ones ~10 µs; not 0.9 ms each
+        // (an even split) and not one big sample for whichever came first.
+        let (after_slow, after_fast) = (slow.estimate_ns(), fast.estimate_ns());
+        assert!(
+            after_slow.abs_diff(e_slow) < e_slow / 50,
+            "{e_slow} -> {after_slow}"
+        );
+        assert!(
+            after_fast.abs_diff(e_fast) < e_fast / 50,
+            "{e_fast} -> {after_fast}"
+        );
+        // Ten units of one statement in one drain are one sample, not ten.
+        let lone = Statement::unobserved();
+        let mut batch: Vec<_> = (0..10)
+            .map(|_| (Some(lone.clone()), DEFAULT_COST_NS))
+            .collect();
+        attribute(&mut batch, &mut seen, Duration::from_millis(100));
+        assert_eq!(lone.estimate_ns(), 2 * DEFAULT_COST_NS);
+        // Failed units and prepares take a share but update nothing.
+        let mut batch = vec![(None, DEFAULT_COST_NS), (Some(fast.clone()), e_fast)];
+        let before = fast.estimate_ns();
+        attribute(&mut batch, &mut seen, Duration::from_micros(20));
+        assert!(fast.estimate_ns() < before);
+    }
+}
