@@ -12,7 +12,7 @@ use std::time::Instant;
 use postgres_types::{ToSql, Type};
 
 use crate::driver::shared::{
-    ConnShared, CostTable, QueryResult, QueryWaiter, Role, Statement, RETIRED,
+    nanos, ConnShared, CostTable, QueryResult, QueryWaiter, Role, Statement, RETIRED,
 };
 use crate::driver::ConnTask;
 use crate::exclusive::{reset_ok, Checkout, Held, Pinned};
@@ -62,9 +62,9 @@ struct Inner<R> {
     config: Config,
     /// The same settings, shared with the connection tasks.
     cfg: Arc<Config>,
-    /// Every pipelined slot: `..base` are kept open, the rest are opened on demand.
+    /// Every pipelined slot: the first `pipeline_size` are kept open, the rest are opened on
+    /// demand (see [`Inner::base`], [`Inner::on_demand`]).
     conns: Vec<Arc<ConnShared>>,
-    base: usize,
     open_fn: OpenFn<R>,
     /// Set by `close()`/`abort()`: no slot is opened any more.
     closing: AtomicBool,
@@ -78,6 +78,18 @@ struct Inner<R> {
     guard: Guard,
     /// Cost estimates per SQL text, shared by every connection.
     costs: Arc<CostTable>,
+}
+
+impl<R> Inner<R> {
+    /// The `pipeline_size` connections kept open.
+    fn base(&self) -> &[Arc<ConnShared>] {
+        &self.conns[..self.config.pipeline_size]
+    }
+
+    /// The slots opened on demand (lanes and overflow); empty when elasticity is off.
+    fn on_demand(&self) -> &[Arc<ConnShared>] {
+        &self.conns[self.config.pipeline_size..]
+    }
 }
 
 impl<R> Drop for Inner<R> {
@@ -126,11 +138,9 @@ impl<R: Adapter> Client<R> {
         }
         let pinned = Arc::new(Pinned::new(config.pinned_size));
         let guard = Guard::new(config.guard);
-        let nanos = |d: std::time::Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         Ok(Client {
             inner: Arc::new(Inner {
                 rt,
-                base: config.pipeline_size,
                 open_fn: open_on_demand::<R>,
                 closing: AtomicBool::new(false),
                 slow_ns: nanos(config.slow_threshold),
@@ -388,7 +398,7 @@ impl<R: Runtime> Client<R> {
             Ok(s) => s,
             Err(e) => return (conn, Err(e)),
         };
-        if stmt.estimate_ns() >= self.inner.slow_ns && self.inner.conns.len() > self.inner.base {
+        if stmt.estimate_ns() >= self.inner.slow_ns && !self.inner.on_demand().is_empty() {
             if let Some(lane) = self.lane(deadline).await {
                 lane.counters.inc(&lane.counters.lane_units);
                 return (lane, self.run_on(lane, sql, params, deadline).await);
@@ -477,12 +487,12 @@ impl<R: Runtime> Client<R> {
     /// trigger this: pipelining already serves them.
     async fn route(&self, deadline: Option<Instant>) -> Result<&Arc<ConnShared>, Error> {
         let inner = &*self.inner;
-        let base = &inner.conns[..inner.base];
+        let base = inner.base();
         let start = inner.cursor.fetch_add(1, Relaxed) % base.len();
         let Some(best) = least_loaded(base, start) else {
             return self.fallback();
         };
-        if inner.conns.len() == inner.base || !best.is_work_bound() {
+        if inner.on_demand().is_empty() || !best.is_work_bound() {
             return Ok(best);
         }
         Ok(self.overflow(best, deadline).await)
@@ -499,7 +509,7 @@ impl<R: Runtime> Client<R> {
     ) -> &'a Arc<ConnShared> {
         let inner = &*self.inner;
         let mut opening = false;
-        for c in &inner.conns[inner.base..] {
+        for c in inner.on_demand() {
             if c.role() != Role::Overflow {
                 continue;
             }
@@ -526,7 +536,7 @@ impl<R: Runtime> Client<R> {
     async fn lane(&self, deadline: Option<Instant>) -> Option<&Arc<ConnShared>> {
         let inner = &*self.inner;
         let mut best: Option<&Arc<ConnShared>> = None;
-        for c in &inner.conns[inner.base..] {
+        for c in inner.on_demand() {
             if c.role() != Role::Lane || !c.is_open() {
                 continue;
             }
@@ -576,7 +586,8 @@ impl<R: Runtime> Client<R> {
     /// Claims a parked on-demand slot and starts its connection task.
     fn open_slot(&self, role: Role) -> Option<(&Arc<ConnShared>, Opened)> {
         let inner = &*self.inner;
-        let c = inner.conns[inner.base..]
+        let c = inner
+            .on_demand()
             .iter()
             .find(|c| c.reserve(role, &inner.closing))?;
         c.counters.inc(&c.counters.opened_on_demand);
@@ -586,7 +597,8 @@ impl<R: Runtime> Client<R> {
     /// No base connection is open: an open overflow connection if there is one, else why not.
     fn fallback(&self) -> Result<&Arc<ConnShared>, Error> {
         let inner = &*self.inner;
-        if let Some(c) = inner.conns[inner.base..]
+        if let Some(c) = inner
+            .on_demand()
             .iter()
             .find(|c| c.is_open() && c.role() == Role::Overflow)
         {

@@ -59,6 +59,11 @@ impl Statement {
     }
 }
 
+/// A duration in whole nanoseconds, saturating (estimates and their limits are `u64` ns).
+pub(crate) fn nanos(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// The estimate used for a statement never observed yet: about a trivial statement's server time
 /// here, so a burst of first uses neither trips the in-flight work limit nor looks slow.
 pub(crate) const DEFAULT_COST_NS: u64 = 20_000;

@@ -17,7 +17,7 @@ use bytes::{Buf, BytesMut};
 use postgres_types::Type;
 
 use crate::driver::shared::{
-    ConnShared, Notification, PrepareError, QueryResult, Role, Statement, Status, Token,
+    nanos, ConnShared, Notification, PrepareError, QueryResult, Role, Statement, Status, Token,
     DEFAULT_COST_NS, NOTIFICATION_BACKLOG, RETIRED,
 };
 use postgres_protocol::message::backend::Message;
@@ -472,7 +472,7 @@ impl<R: Runtime> ConnTask<R> {
         };
         let mut moved = 0usize;
         let mut bytes = 0usize;
-        let work_cap = u64::try_from(self.cfg.max_queue_work.as_nanos()).unwrap_or(u64::MAX);
+        let work_cap = nanos(self.cfg.max_queue_work);
         let mut work_bound = false;
         let heavy_window = (self.cfg.max_in_flight / 4).min(HEAVY_WINDOW);
         while moved < room && self.wbuf.len() + bytes < WRITE_HIGH_WATER {
@@ -882,7 +882,7 @@ fn attribute(
     seen: &mut Vec<usize>,
     span: Duration,
 ) {
-    let span = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX);
+    let span = nanos(span);
     let total: u128 = batch.iter().map(|(_, e)| u128::from(*e)).sum();
     seen.clear();
     for (stmt, est) in batch.drain(..) {
@@ -911,8 +911,7 @@ impl Handler<Sent> for Completer<'_> {
         // a unit sent to an empty pipeline.
         if self.batch_start.is_none() {
             if sent.sent_at >= self.last_done {
-                let trip = self.now.saturating_duration_since(sent.sent_at);
-                let trip = u64::try_from(trip.as_nanos()).unwrap_or(u64::MAX);
+                let trip = nanos(self.now.saturating_duration_since(sent.sent_at));
                 *self.trip_floor = (*self.trip_floor).min(trip);
             }
             let floor = Duration::from_nanos(*self.trip_floor);
