@@ -24,7 +24,9 @@ mod session;
 pub mod stats;
 
 pub use client::{Adapter, Client};
-pub use config::Config;
+pub use config::{
+    ChannelBinding, Config, Keepalives, RootCert, SslMode, SslNegotiation, TlsConfig, TlsVersion,
+};
 pub use driver::{ConnTask, Notification, QueryResult};
 pub use error::{DbError, Error, ErrorKind};
 pub use row::{Column, Row, RowIndex};

@@ -1,88 +1,9 @@
-//! Connection settings and the `postgres://` URL form.
+//! The `postgres://` URL form and options set by key.
 
 use std::time::Duration;
 
+use super::{bad, Config};
 use crate::Error;
-
-/// Settings of a connection service. Build one with [`Config::from_url`] or field by field.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Config {
-    /// Server host name or IP address.
-    pub host: String,
-    /// Server TCP port.
-    pub port: u16,
-    /// Role to authenticate as.
-    pub user: String,
-    /// Password, when the server asks for one.
-    pub password: Option<String>,
-    /// Database name (defaults to the user name).
-    pub dbname: String,
-    /// `application_name` reported to the server.
-    pub application_name: Option<String>,
-    /// Connections carrying the shared, pipelined path (URL key `pipeline_size`, default 4).
-    pub pipeline_size: usize,
-    /// Units in flight per connection before further ones wait in its mailbox (`max_in_flight`, default 64).
-    pub max_in_flight: usize,
-    /// Units a connection's mailbox holds before callers wait (`mailbox_size`, default 256).
-    pub mailbox_size: usize,
-    /// Prepared statements cached per connection; the least recently used is closed on overflow
-    /// (`statement_cache_size`, default 256).
-    pub statement_cache_size: usize,
-    /// Deadline for connecting and authenticating (`connect_timeout` in seconds, default 10).
-    pub connect_timeout: Duration,
-    /// Deadline per query, measured from submission; `None` waits forever (`query_timeout` in
-    /// milliseconds). On expiry the caller gets `Error::Timeout` and the unit is drained and discarded.
-    pub query_timeout: Option<Duration>,
-    /// Retry units that were never sent on another live connection (`retry_not_dispatched`, default true).
-    pub retry_not_dispatched: bool,
-    /// Exclusive connections for sessions and transactions, opened on first use (`pinned_size`, default 2).
-    pub pinned_size: usize,
-    /// How strict the session-neutrality guard of the shared path is (`guard`: `default` or `strict`).
-    pub guard: crate::guard::Mode,
-    /// Upper bound on pipelined connections (`max_connections`, default 16). Beyond the
-    /// `pipeline_size` kept open, the service opens connections on demand — lanes for statements
-    /// estimated slow, and overflow connections when server-side work saturates the others — and
-    /// closes them after `idle_timeout` unused. At most `pipeline_size`: no elasticity.
-    pub max_connections: usize,
-    /// A statement whose estimated server time reaches this runs on a lane of its own, away from
-    /// the pipelined fast path (`slow_threshold_us`, default 2000 µs).
-    pub slow_threshold: Duration,
-    /// Adaptive in-flight limit: estimated server work a connection holds in flight before
-    /// further units wait (`max_queue_work_us`, default 10000 µs); `max_in_flight` still caps
-    /// the count. A connection stopped by this limit with under 16 units (or a quarter of `max_in_flight`) in
-    /// flight and units waiting is work-bound: the signal to open an overflow connection.
-    pub max_queue_work: Duration,
-    /// How long an on-demand connection may sit unused before it is closed
-    /// (`idle_timeout_ms`, default 2000).
-    pub idle_timeout: Duration,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            host: "127.0.0.1".into(),
-            port: 5432,
-            user: "postgres".into(),
-            password: None,
-            dbname: String::new(),
-            application_name: Some("pgpipe".into()),
-            pipeline_size: 4,
-            max_in_flight: 64,
-            mailbox_size: 256,
-            statement_cache_size: 256,
-            connect_timeout: Duration::from_secs(10),
-            query_timeout: None,
-            retry_not_dispatched: true,
-            pinned_size: 2,
-            guard: crate::guard::Mode::Default,
-            max_connections: 16,
-            slow_threshold: Duration::from_micros(2000),
-            max_queue_work: Duration::from_micros(10_000),
-            idle_timeout: Duration::from_millis(2000),
-        }
-    }
-}
 
 impl Config {
     /// Parses `postgres://user:password@host:port/dbname?key=value&...` (also `postgresql://`).
@@ -197,44 +118,6 @@ impl Config {
         }
         Ok(())
     }
-
-    /// Checks the limits that the service relies on.
-    pub fn validate(&self) -> Result<(), Error> {
-        if self.pipeline_size == 0 {
-            return Err(bad("pipeline_size must be at least 1"));
-        }
-        if self.max_in_flight == 0 || self.mailbox_size == 0 {
-            return Err(bad("max_in_flight and mailbox_size must be at least 1"));
-        }
-        if self.max_queue_work.is_zero() {
-            return Err(bad("max_queue_work must be positive"));
-        }
-        if self.pinned_size == 0 {
-            return Err(bad("pinned_size must be at least 1"));
-        }
-        if self.statement_cache_size == 0 {
-            return Err(bad("statement_cache_size must be at least 1"));
-        }
-        Ok(())
-    }
-
-    /// Pipelined connections the service may hold at once (never fewer than `pipeline_size`).
-    pub fn connection_limit(&self) -> usize {
-        self.max_connections.max(self.pipeline_size)
-    }
-
-    /// The database to connect to: `dbname`, or the user name when empty (as libpq does).
-    pub fn database(&self) -> &str {
-        if self.dbname.is_empty() {
-            &self.user
-        } else {
-            &self.dbname
-        }
-    }
-}
-
-fn bad(msg: &str) -> Error {
-    Error::Config(msg.to_owned())
 }
 
 fn decode(s: &str) -> Result<String, Error> {

@@ -1,0 +1,305 @@
+//! Connection settings: what a service connects to, how (TLS, sockets, keepalives), and how it
+//! pipelines. Parsing of connection strings lives in the submodules.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::Error;
+
+mod url;
+
+/// Settings of a connection service. Build one with [`Config::from_url`] or field by field.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Config {
+    /// Server host name or IP address; a value starting with `/` is the directory of a Unix
+    /// socket (`<dir>/.s.PGSQL.<port>`), one starting with `@` a Linux abstract socket name.
+    pub host: String,
+    /// Numeric address to connect to instead of resolving `host` (`hostaddr`); `host` is still
+    /// the name that TLS verifies and that the password file matches.
+    pub hostaddr: Option<IpAddr>,
+    /// Server port (for a Unix socket, the number in its file name).
+    pub port: u16,
+    /// Role to authenticate as.
+    pub user: String,
+    /// Password, when the server asks for one.
+    pub password: Option<String>,
+    /// Database name (defaults to the user name).
+    pub dbname: String,
+    /// `application_name` reported to the server.
+    pub application_name: Option<String>,
+    /// Command-line options for the backend (`options`, e.g. `-c statement_timeout=5s`), sent
+    /// in the startup packet of every connection alike, so the shared path stays session-neutral.
+    pub options: Option<String>,
+    /// Transport security (`sslmode` and the `ssl*` keys).
+    pub tls: TlsConfig,
+    /// SCRAM channel binding (`channel_binding`, default `prefer`).
+    pub channel_binding: ChannelBinding,
+    /// TCP keepalives (`keepalives`, `keepalives_idle`, `keepalives_interval`, `keepalives_count`).
+    pub keepalives: Keepalives,
+    /// `TCP_USER_TIMEOUT` (`tcp_user_timeout` in milliseconds; `None` leaves the system default).
+    pub tcp_user_timeout: Option<Duration>,
+    /// Connections carrying the shared, pipelined path (URL key `pipeline_size`, default 4).
+    pub pipeline_size: usize,
+    /// Units in flight per connection before further ones wait in its mailbox (`max_in_flight`, default 64).
+    pub max_in_flight: usize,
+    /// Units a connection's mailbox holds before callers wait (`mailbox_size`, default 256).
+    pub mailbox_size: usize,
+    /// Prepared statements cached per connection; the least recently used is closed on overflow
+    /// (`statement_cache_size`, default 256).
+    pub statement_cache_size: usize,
+    /// Deadline for connecting and authenticating (`connect_timeout` in seconds, default 10).
+    pub connect_timeout: Duration,
+    /// Deadline per query, measured from submission; `None` waits forever (`query_timeout` in
+    /// milliseconds). On expiry the caller gets `Error::Timeout` and the unit is drained and discarded.
+    pub query_timeout: Option<Duration>,
+    /// Retry units that were never sent on another live connection (`retry_not_dispatched`, default true).
+    pub retry_not_dispatched: bool,
+    /// Exclusive connections for sessions and transactions, opened on first use (`pinned_size`, default 2).
+    pub pinned_size: usize,
+    /// How strict the session-neutrality guard of the shared path is (`guard`: `default` or `strict`).
+    pub guard: crate::guard::Mode,
+    /// Upper bound on pipelined connections (`max_connections`, default 16). Beyond the
+    /// `pipeline_size` kept open, the service opens connections on demand — lanes for statements
+    /// estimated slow, and overflow connections when server-side work saturates the others — and
+    /// closes them after `idle_timeout` unused. At most `pipeline_size`: no elasticity.
+    pub max_connections: usize,
+    /// A statement whose estimated server time reaches this runs on a lane of its own, away from
+    /// the pipelined fast path (`slow_threshold_us`, default 2000 µs).
+    pub slow_threshold: Duration,
+    /// Adaptive in-flight limit: estimated server work a connection holds in flight before
+    /// further units wait (`max_queue_work_us`, default 10000 µs); `max_in_flight` still caps
+    /// the count. A connection stopped by this limit with under 16 units (or a quarter of `max_in_flight`) in
+    /// flight and units waiting is work-bound: the signal to open an overflow connection.
+    pub max_queue_work: Duration,
+    /// How long an on-demand connection may sit unused before it is closed
+    /// (`idle_timeout_ms`, default 2000).
+    pub idle_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            host: "127.0.0.1".into(),
+            port: 5432,
+            user: "postgres".into(),
+            hostaddr: None,
+            password: None,
+            dbname: String::new(),
+            application_name: Some("pgpipe".into()),
+            options: None,
+            tls: TlsConfig::default(),
+            channel_binding: ChannelBinding::default(),
+            keepalives: Keepalives::default(),
+            tcp_user_timeout: None,
+            pipeline_size: 4,
+            max_in_flight: 64,
+            mailbox_size: 256,
+            statement_cache_size: 256,
+            connect_timeout: Duration::from_secs(10),
+            query_timeout: None,
+            retry_not_dispatched: true,
+            pinned_size: 2,
+            guard: crate::guard::Mode::Default,
+            max_connections: 16,
+            slow_threshold: Duration::from_micros(2000),
+            max_queue_work: Duration::from_micros(10_000),
+            idle_timeout: Duration::from_millis(2000),
+        }
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Written out so the password can never reach logs through `{:?}`.
+        f.debug_struct("Config")
+            .field("host", &self.host)
+            .field("hostaddr", &self.hostaddr)
+            .field("port", &self.port)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("dbname", &self.dbname)
+            .field("application_name", &self.application_name)
+            .field("options", &self.options)
+            .field("tls", &self.tls)
+            .field("channel_binding", &self.channel_binding)
+            .field("keepalives", &self.keepalives)
+            .field("tcp_user_timeout", &self.tcp_user_timeout)
+            .field("pipeline_size", &self.pipeline_size)
+            .field("max_in_flight", &self.max_in_flight)
+            .field("mailbox_size", &self.mailbox_size)
+            .field("statement_cache_size", &self.statement_cache_size)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("query_timeout", &self.query_timeout)
+            .field("retry_not_dispatched", &self.retry_not_dispatched)
+            .field("pinned_size", &self.pinned_size)
+            .field("guard", &self.guard)
+            .field("max_connections", &self.max_connections)
+            .field("slow_threshold", &self.slow_threshold)
+            .field("max_queue_work", &self.max_queue_work)
+            .field("idle_timeout", &self.idle_timeout)
+            .finish()
+    }
+}
+
+impl Config {
+    /// Checks the limits that the service relies on.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.pipeline_size == 0 {
+            return Err(bad("pipeline_size must be at least 1"));
+        }
+        if self.max_in_flight == 0 || self.mailbox_size == 0 {
+            return Err(bad("max_in_flight and mailbox_size must be at least 1"));
+        }
+        if self.max_queue_work.is_zero() {
+            return Err(bad("max_queue_work must be positive"));
+        }
+        if self.pinned_size == 0 {
+            return Err(bad("pinned_size must be at least 1"));
+        }
+        if self.statement_cache_size == 0 {
+            return Err(bad("statement_cache_size must be at least 1"));
+        }
+        Ok(())
+    }
+
+    /// Pipelined connections the service may hold at once (never fewer than `pipeline_size`).
+    pub fn connection_limit(&self) -> usize {
+        self.max_connections.max(self.pipeline_size)
+    }
+
+    /// The database to connect to: `dbname`, or the user name when empty (as libpq does).
+    pub fn database(&self) -> &str {
+        if self.dbname.is_empty() {
+            &self.user
+        } else {
+            &self.dbname
+        }
+    }
+}
+
+pub(crate) fn bad(msg: &str) -> Error {
+    Error::Config(msg.to_owned())
+}
+
+/// `sslmode`: whether TLS is used and what is verified, with libpq's meaning of each value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SslMode {
+    /// Plaintext only.
+    Disable,
+    /// Plaintext first; TLS only if the server rejects the plaintext connection.
+    Allow,
+    /// TLS if the server offers it, else plaintext (libpq's default).
+    #[default]
+    Prefer,
+    /// TLS, without verifying the server's certificate, unless a root certificate is configured
+    /// (then as [`SslMode::VerifyCa`], as libpq does).
+    Require,
+    /// TLS, with the server's certificate chain verified against the root certificates.
+    VerifyCa,
+    /// As [`SslMode::VerifyCa`], and the certificate must name the host connected to.
+    VerifyFull,
+}
+
+/// Where trusted root certificates come from (`sslrootcert`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RootCert {
+    /// A PEM file of one or more CA certificates.
+    File(PathBuf),
+    /// The platform's trust store (`sslrootcert=system`); implies `verify-full` as in libpq.
+    System,
+}
+
+/// How the TLS connection is started (`sslnegotiation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SslNegotiation {
+    /// The PostgreSQL way: an SSLRequest first, then TLS if the server answers `S`.
+    #[default]
+    Postgres,
+    /// TLS from the first byte, with ALPN `postgresql` (PostgreSQL 17 and later).
+    Direct,
+}
+
+/// A TLS protocol version bound (`ssl_min_protocol_version`, `ssl_max_protocol_version`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TlsVersion {
+    /// TLS 1.2.
+    Tls12,
+    /// TLS 1.3.
+    Tls13,
+}
+
+/// Transport security settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TlsConfig {
+    /// `sslmode`.
+    pub mode: SslMode,
+    /// `sslrootcert`: trusted roots for `verify-ca` / `verify-full`.
+    pub root_cert: Option<RootCert>,
+    /// `sslcert`: the client certificate chain (PEM), for certificate authentication.
+    pub cert: Option<PathBuf>,
+    /// `sslkey`: the client certificate's private key (PEM, unencrypted).
+    pub key: Option<PathBuf>,
+    /// `sslnegotiation`.
+    pub negotiation: SslNegotiation,
+    /// `sslsni`: send the host name in the TLS handshake (default on; never for IP addresses).
+    pub sni: bool,
+    /// `ssl_min_protocol_version` (default TLS 1.2, as libpq).
+    pub min_version: TlsVersion,
+    /// `ssl_max_protocol_version` (default: the newest supported).
+    pub max_version: Option<TlsVersion>,
+}
+
+impl Default for TlsConfig {
+    fn default() -> Self {
+        TlsConfig {
+            mode: SslMode::default(),
+            root_cert: None,
+            cert: None,
+            key: None,
+            negotiation: SslNegotiation::default(),
+            sni: true,
+            min_version: TlsVersion::Tls12,
+            max_version: None,
+        }
+    }
+}
+
+/// `channel_binding`: SCRAM-SHA-256-PLUS with `tls-server-end-point` over TLS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ChannelBinding {
+    /// Never bind the channel.
+    Disable,
+    /// Bind when TLS is on and the server offers SCRAM-SHA-256-PLUS (libpq's default).
+    #[default]
+    Prefer,
+    /// Fail unless the server authenticates with channel binding.
+    Require,
+}
+
+/// TCP keepalive settings; `None` fields keep the system defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keepalives {
+    /// `keepalives` (default on, as libpq).
+    pub enabled: bool,
+    /// `keepalives_idle`: idle time before the first probe.
+    pub idle: Option<Duration>,
+    /// `keepalives_interval`: time between probes.
+    pub interval: Option<Duration>,
+    /// `keepalives_count`: probes lost before the connection is considered dead.
+    pub count: Option<u32>,
+}
+
+impl Default for Keepalives {
+    fn default() -> Self {
+        Keepalives {
+            enabled: true,
+            idle: None,
+            interval: None,
+            count: None,
+        }
+    }
+}
