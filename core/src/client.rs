@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use postgres_types::{ToSql, Type};
 
+use crate::driver::open::Endpoint;
 use crate::driver::shared::{
     nanos, ConnShared, CostTable, QueryResult, QueryWaiter, Role, Statement, RETIRED,
 };
@@ -52,7 +53,7 @@ impl<R: Runtime> Clone for Client<R> {
 
 /// Starts a connection task on a claimed slot (a plain `fn`, so the handle stays `Send` and
 /// `Sync` whatever the runtime, and callers need no `Spawn` bound).
-type OpenFn<R> = fn(&R, &Arc<Config>, &Arc<ConnShared>) -> Opened;
+type OpenFn<R> = fn(&R, &Arc<Endpoint>, &Arc<ConnShared>) -> Opened;
 
 /// Tells whether a connection task got its connection serving.
 type Opened = Arc<Waiter<Result<(), Error>>>;
@@ -61,7 +62,7 @@ struct Inner<R> {
     rt: R,
     config: Config,
     /// The same settings, shared with the connection tasks.
-    cfg: Arc<Config>,
+    cfg: Arc<Endpoint>,
     /// Every pipelined slot: the first `pipeline_size` are kept open, the rest are opened on
     /// demand (see [`Inner::base`], [`Inner::on_demand`]).
     conns: Vec<Arc<ConnShared>>,
@@ -105,17 +106,23 @@ impl<R> Drop for Inner<R> {
 impl<R: Adapter> Client<R> {
     /// Opens `config.pipeline_size` connections on runtime `rt` and starts their tasks.
     pub async fn connect(rt: R, config: Config) -> Result<Client<R>, Error> {
-        config.validate()?;
-        let cfg = Arc::new(config.clone());
+        let cfg = Arc::new(Endpoint::new(config.clone())?);
         // Enough for every connection's statement cache, shared and exclusive.
         let costs = Arc::new(CostTable::new(
             config.statement_cache_size * (config.pipeline_size + config.pinned_size),
         ));
-        // All connections open concurrently; the first failure is reported.
-        let opening: Vec<_> = (0..config.pipeline_size)
+        // The first connection authenticates alone, so wrong credentials cost the server one
+        // failed login, not one per connection; the rest then open concurrently.
+        let first = spawn_connection(&rt, &cfg, false, &costs);
+        if let Err(e) = futures_lite::future::poll_fn(|cx| first.1.poll_block(cx)).await {
+            first.0.begin_close();
+            return Err(e);
+        }
+        let opening: Vec<_> = (1..config.pipeline_size)
             .map(|_| spawn_connection(&rt, &cfg, false, &costs))
             .collect();
         let mut conns = Vec::with_capacity(config.connection_limit());
+        conns.push(first.0);
         let mut failure = None;
         for (shared, opened) in opening {
             if let Err(e) = futures_lite::future::poll_fn(|cx| opened.poll_block(cx)).await {
@@ -701,7 +708,7 @@ async fn with_deadline<R: Runtime, T>(
 /// Starts a connection task; the returned waiter reports when it is serving (or why not).
 fn spawn_connection<R: Adapter>(
     rt: &R,
-    cfg: &Arc<Config>,
+    cfg: &Arc<Endpoint>,
     exclusive: bool,
     costs: &Arc<CostTable>,
 ) -> (Arc<ConnShared>, Arc<Waiter<Result<(), Error>>>) {
@@ -716,7 +723,7 @@ fn spawn_connection<R: Adapter>(
 
 fn start_task<R: Adapter>(
     rt: &R,
-    cfg: &Arc<Config>,
+    cfg: &Arc<Endpoint>,
     shared: &Arc<ConnShared>,
     exclusive: bool,
 ) -> Arc<Waiter<Result<(), Error>>> {
@@ -734,7 +741,7 @@ fn start_task<R: Adapter>(
 /// [`OpenFn`]: an on-demand pipelined connection on a claimed slot.
 fn open_on_demand<R: Adapter>(
     rt: &R,
-    cfg: &Arc<Config>,
+    cfg: &Arc<Endpoint>,
     shared: &Arc<ConnShared>,
 ) -> Arc<Waiter<Result<(), Error>>> {
     start_task(rt, cfg, shared, false)

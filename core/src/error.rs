@@ -60,6 +60,10 @@ pub enum Error {
     /// Authentication failed or asked for a method pgpipe does not implement.
     #[error("authentication failed: {0}")]
     Auth(String),
+    /// TLS could not be set up, or the server failed one of its checks; the message says which
+    /// and what to do.
+    #[error("TLS: {0}")]
+    Tls(String),
     /// The server broke the protocol (or sent something pgpipe cannot handle on this path); the
     /// connection was closed.
     #[error("protocol error: {0}")]

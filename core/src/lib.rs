@@ -22,6 +22,7 @@ pub mod rt;
 pub mod sched;
 mod session;
 pub mod stats;
+mod tls;
 
 pub use client::{Adapter, Client};
 pub use config::{

@@ -14,9 +14,10 @@
 
 use std::future::Future;
 use std::io;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A connected byte stream to the server.
 pub trait Socket: Unpin + 'static {
@@ -30,7 +31,7 @@ pub trait Socket: Unpin + 'static {
 
 /// Connect, clock and timer of one async runtime.
 pub trait Runtime: Clone + Unpin + 'static {
-    /// The runtime's TCP stream.
+    /// The runtime's stream: TCP, or a Unix-domain socket (see [`Either`]).
     type Socket: Socket;
     /// A timer future that completes at a deadline (its output is ignored).
     type Sleep: Future + Unpin;
@@ -38,9 +39,10 @@ pub trait Runtime: Clone + Unpin + 'static {
     /// task stores it to reconnect by itself; Send-ness follows the runtime.
     type Connect: Future<Output = io::Result<Self::Socket>> + Unpin;
 
-    /// Opens a TCP connection to `host:port` with TCP_NODELAY set (pipelined writes are already
-    /// batched by the driver; Nagle would only add latency).
-    fn connect(&self, host: &str, port: u16) -> Self::Connect;
+    /// Opens a connection to `target`. A TCP stream gets TCP_NODELAY (pipelined writes are
+    /// already batched by the driver; Nagle would only add latency) and the target's
+    /// [`TcpOptions`] (apply them with [`TcpOptions::apply`]).
+    fn connect(&self, target: &Target) -> Self::Connect;
     /// The runtime's notion of now (a runtime with a virtual clock returns virtual time).
     fn now(&self) -> Instant;
     /// A timer firing at `deadline`.
@@ -69,5 +71,130 @@ where
     }
     fn poll_close(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.0).poll_close(cx)
+    }
+}
+
+/// Where a connection goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// TCP to `host` (a name to resolve, or an IP literal) on `port`.
+    Tcp {
+        /// Host name or IP address.
+        host: String,
+        /// TCP port.
+        port: u16,
+        /// Keepalive and user-timeout settings for the socket.
+        options: TcpOptions,
+    },
+    /// A Unix-domain socket file (`<dir>/.s.PGSQL.<port>`).
+    Unix(PathBuf),
+    /// A Linux abstract-namespace socket: the name without its leading NUL (or `@`).
+    Abstract(Vec<u8>),
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Tcp { host, port, .. } if host.contains(':') => write!(f, "[{host}]:{port}"),
+            Target::Tcp { host, port, .. } => write!(f, "{host}:{port}"),
+            Target::Unix(path) => write!(f, "{}", path.display()),
+            Target::Abstract(name) => write!(f, "@{}", String::from_utf8_lossy(name)),
+        }
+    }
+}
+
+/// Socket options of a TCP connection, from the `keepalives*` and `tcp_user_timeout` settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TcpOptions {
+    /// Turn keepalive probes on.
+    pub keepalive: bool,
+    /// Idle time before the first probe (`None`: the system default).
+    pub keepalive_idle: Option<Duration>,
+    /// Time between probes.
+    pub keepalive_interval: Option<Duration>,
+    /// Unanswered probes before the connection is dropped.
+    pub keepalive_count: Option<u32>,
+    /// `TCP_USER_TIMEOUT`: how long sent data may stay unacknowledged.
+    pub user_timeout: Option<Duration>,
+}
+
+impl TcpOptions {
+    /// Applies TCP_NODELAY and these options to a connected TCP socket. Adapters call this once
+    /// after connecting, so every runtime sets the same options the same way.
+    pub fn apply<S: std::os::fd::AsFd>(&self, socket: &S) -> io::Result<()> {
+        let sock = socket2::SockRef::from(socket);
+        sock.set_tcp_nodelay(true)?;
+        if self.keepalive {
+            let mut ka = socket2::TcpKeepalive::new();
+            if let Some(idle) = self.keepalive_idle {
+                ka = ka.with_time(idle);
+            }
+            if let Some(interval) = self.keepalive_interval {
+                ka = ka.with_interval(interval);
+            }
+            #[cfg(any(target_os = "linux", target_os = "macos", target_os = "freebsd"))]
+            if let Some(count) = self.keepalive_count {
+                ka = ka.with_retries(count);
+            }
+            sock.set_tcp_keepalive(&ka)?;
+        } else {
+            sock.set_keepalive(false)?;
+        }
+        #[cfg(any(target_os = "linux", target_os = "android", target_os = "fuchsia"))]
+        if let Some(t) = self.user_timeout {
+            sock.set_tcp_user_timeout(Some(t))?;
+        }
+        Ok(())
+    }
+}
+
+/// Connects a blocking std stream to a Linux abstract socket, for adapters to register with
+/// their reactor (a local connect does not block for long). Elsewhere, an `Unsupported` error.
+pub fn connect_abstract(name: &[u8]) -> io::Result<std::os::unix::net::UnixStream> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        use std::os::linux::net::SocketAddrExt;
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+        let stream = std::os::unix::net::UnixStream::connect_addr(&addr)?;
+        stream.set_nonblocking(true)?;
+        Ok(stream)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        let _ = name;
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "abstract Unix sockets exist only on Linux",
+        ))
+    }
+}
+
+/// One of two socket types, so an adapter's [`Runtime::Socket`] can be TCP or Unix.
+#[derive(Debug)]
+pub enum Either<T, U> {
+    /// A TCP stream.
+    Tcp(T),
+    /// A Unix-domain stream.
+    Unix(U),
+}
+
+impl<T: Socket, U: Socket> Socket for Either<T, U> {
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        match self {
+            Either::Tcp(s) => s.poll_read(cx, buf),
+            Either::Unix(s) => s.poll_read(cx, buf),
+        }
+    }
+    fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self {
+            Either::Tcp(s) => s.poll_write(cx, buf),
+            Either::Unix(s) => s.poll_write(cx, buf),
+        }
+    }
+    fn poll_close(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self {
+            Either::Tcp(s) => s.poll_close(cx),
+            Either::Unix(s) => s.poll_close(cx),
+        }
     }
 }

@@ -40,8 +40,12 @@ counters! {
     write_calls,
     /// Bytes read from the server.
     bytes_in,
-    /// Bytes written to the server.
+    /// Bytes written to the server (plaintext, before TLS).
     bytes_out,
+    /// TLS records written (0 in plaintext). Each write of a pumped batch into TLS makes as
+    /// few records as its size needs (16 KiB of plaintext each), so `bytes_out /
+    /// tls_records_out` shows how full pipelining makes them.
+    tls_records_out,
     /// Units sent and not yet complete (a gauge).
     in_flight,
     /// Highest `in_flight` seen.
@@ -146,5 +150,9 @@ impl ConnStats {
     /// ReadyForQuery per unit: exactly 1.0 when the one-Sync-per-unit invariant holds.
     pub fn ready_per_unit(&self) -> f64 {
         ratio(self.ready_received, self.units_completed)
+    }
+    /// Plaintext bytes per TLS record written (0 without TLS): fuller records under load.
+    pub fn bytes_per_tls_record(&self) -> f64 {
+        ratio(self.bytes_out, self.tls_records_out)
     }
 }

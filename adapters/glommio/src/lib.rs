@@ -43,10 +43,10 @@ use std::rc::Rc;
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use glommio::net::TcpStream;
+use glommio::net::{TcpStream, UnixStream};
 use glommio::timer::Timer;
 use glommio::{GlommioError, LocalExecutorBuilder, Placement, ReactorErrorKind};
-use pgpipe::rt::{FuturesIo, Runtime, Spawn};
+use pgpipe::rt::{Either, FuturesIo, Runtime, Spawn, Target, TcpOptions};
 
 pub use pgpipe::{Config, Error, Row};
 
@@ -89,41 +89,38 @@ impl GlommioRuntime {
 }
 
 impl Runtime for GlommioRuntime {
-    type Socket = FuturesIo<TcpStream>;
+    type Socket = Either<FuturesIo<TcpStream>, FuturesIo<UnixStream>>;
     type Sleep = Timer;
     type Connect = Pin<Box<dyn Future<Output = io::Result<Self::Socket>>>>;
 
-    fn connect(&self, host: &str, port: u16) -> Self::Connect {
-        let host = host.to_owned();
+    fn connect(&self, target: &Target) -> Self::Connect {
+        let target = target.clone();
         Box::pin(async move {
-            let host = host.as_str();
-
-            let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
-                Ok(ip) => vec![SocketAddr::new(ip, port)],
-                Err(_) => {
-                    // getaddrinfo blocks: run it on the executor's blocking thread pool.
-                    let name = host.to_owned();
-                    glommio::executor()
-                        .spawn_blocking(move || {
-                            (name.as_str(), port).to_socket_addrs().map(Vec::from_iter)
-                        })
-                        .await?
+            match target {
+                Target::Tcp {
+                    host,
+                    port,
+                    options,
+                } => {
+                    // glommio's own connect hides the descriptor, so socket options could not
+                    // be set: connect (and resolve) on the executor's blocking pool, then hand
+                    // the socket to the reactor.
+                    let stream = glommio::executor()
+                        .spawn_blocking(move || connect_tcp(&host, port, &options))
+                        .await?;
+                    Ok(Either::Tcp(FuturesIo(TcpStream::from(socket2_glommio::Socket::from(
+                        stream,
+                    )))))
                 }
-            };
-            let mut last = io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("{host} resolved to no address"),
-            );
-            for addr in addrs {
-                match TcpStream::connect(addr).await {
-                    Ok(s) => {
-                        s.set_nodelay(true).map_err(io::Error::from)?;
-                        return Ok(FuturesIo(s));
-                    }
-                    Err(e) => last = e.into(),
-                }
+                Target::Unix(path) => Ok(Either::Unix(FuturesIo(
+                    UnixStream::connect(path).await.map_err(io::Error::from)?,
+                ))),
+                Target::Abstract(_) => Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "pgpipe-glommio: glommio cannot connect to abstract Unix sockets; use a socket \
+                     directory (a host starting with /)",
+                )),
             }
-            Err(last)
         })
     }
 
@@ -140,6 +137,28 @@ impl<F: Future<Output = ()> + 'static> Spawn<F> for GlommioRuntime {
     fn spawn(&self, fut: F) {
         drop(glommio::spawn_local(fut).detach());
     }
+}
+
+/// Resolves and connects (blocking, on the blocking pool), trying each address in turn.
+fn connect_tcp(host: &str, port: u16, options: &TcpOptions) -> io::Result<std::net::TcpStream> {
+    let mut last = io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{host} resolved to no address"),
+    );
+    let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
+        Ok(ip) => vec![SocketAddr::new(ip, port)],
+        Err(_) => (host, port).to_socket_addrs()?.collect(),
+    };
+    for addr in addrs {
+        match std::net::TcpStream::connect(addr) {
+            Ok(s) => {
+                options.apply(&s)?;
+                return Ok(s);
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 /// Connects with a `postgres://` URL (options such as `pipeline_size` go in its query string).

@@ -15,13 +15,14 @@
 use std::future::Future;
 use std::io;
 use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
 use async_io::{Async, Timer};
-use pgpipe::rt::{FuturesIo, Runtime, Spawn};
+use pgpipe::rt::{Either, FuturesIo, Runtime, Spawn, Target, TcpOptions};
 
 pub use pgpipe::{Config, Error, Row};
 
@@ -53,12 +54,12 @@ impl SmolRuntime {
 macro_rules! async_io_runtime {
     ($rt:ty, $($send:tt)*) => {
         impl Runtime for $rt {
-            type Socket = FuturesIo<Async<TcpStream>>;
+            type Socket = SmolSocket;
             type Sleep = Timer;
             type Connect = Pin<Box<dyn Future<Output = io::Result<Self::Socket>> $($send)*>>;
 
-            fn connect(&self, host: &str, port: u16) -> Self::Connect {
-                Box::pin(connect_tcp(host.to_owned(), port))
+            fn connect(&self, target: &Target) -> Self::Connect {
+                Box::pin(open(target.clone()))
             }
 
             fn now(&self) -> Instant {
@@ -109,8 +110,31 @@ impl<F: Future<Output = ()> + 'static> Spawn<F> for SmolLocalRuntime {
 /// A pgpipe client whose connection tasks run on a [`SmolLocalRuntime`].
 pub type LocalClient = pgpipe::Client<SmolLocalRuntime>;
 
-/// Resolves and connects, trying each address in turn, with TCP_NODELAY set.
-async fn connect_tcp(host: String, port: u16) -> io::Result<FuturesIo<Async<TcpStream>>> {
+/// A socket of the async-io reactor: TCP or Unix-domain.
+pub type SmolSocket = Either<FuturesIo<Async<TcpStream>>, FuturesIo<Async<UnixStream>>>;
+
+async fn open(target: Target) -> io::Result<SmolSocket> {
+    match target {
+        Target::Tcp {
+            host,
+            port,
+            options,
+        } => connect_tcp(host, port, options).await.map(Either::Tcp),
+        Target::Unix(path) => Ok(Either::Unix(FuturesIo(
+            Async::<UnixStream>::connect(path).await?,
+        ))),
+        Target::Abstract(name) => Ok(Either::Unix(FuturesIo(Async::new(
+            pgpipe::rt::connect_abstract(&name)?,
+        )?))),
+    }
+}
+
+/// Resolves and connects, trying each address in turn, with the target's socket options.
+async fn connect_tcp(
+    host: String,
+    port: u16,
+    options: TcpOptions,
+) -> io::Result<FuturesIo<Async<TcpStream>>> {
     let addrs = smol::net::resolve((host.as_str(), port)).await?;
     let mut last = io::Error::new(
         io::ErrorKind::NotFound,
@@ -119,7 +143,7 @@ async fn connect_tcp(host: String, port: u16) -> io::Result<FuturesIo<Async<TcpS
     for addr in addrs {
         match Async::<TcpStream>::connect(addr).await {
             Ok(s) => {
-                s.get_ref().set_nodelay(true)?;
+                options.apply(s.get_ref())?;
                 return Ok(FuturesIo(s));
             }
             Err(e) => last = e,

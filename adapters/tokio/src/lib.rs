@@ -28,9 +28,9 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Instant;
 
-use pgpipe::rt::{Runtime, Socket, Spawn};
+use pgpipe::rt::{Either, Runtime, Socket, Spawn, Target};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio::runtime::Handle;
 use tokio::task::AbortHandle;
 use tokio::time::Sleep;
@@ -76,11 +76,14 @@ impl TokioRuntime {
     }
 }
 
-/// A tokio TCP stream as a pgpipe [`Socket`].
+/// A tokio stream (TCP or Unix-domain) as a pgpipe [`Socket`].
 #[derive(Debug)]
-pub struct TokioSocket(pub TcpStream);
+pub struct TokioIo<S>(pub S);
 
-impl Socket for TokioSocket {
+/// A tokio TCP stream as a pgpipe [`Socket`].
+pub type TokioSocket = TokioIo<TcpStream>;
+
+impl<S: AsyncRead + AsyncWrite + Unpin + 'static> Socket for TokioIo<S> {
     fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         let mut buf = ReadBuf::new(buf);
         ready!(Pin::new(&mut self.0).poll_read(cx, &mut buf))?;
@@ -94,6 +97,27 @@ impl Socket for TokioSocket {
     }
 }
 
+/// What a tokio client's connections run on.
+pub type TokioStream = Either<TokioSocket, TokioIo<UnixStream>>;
+
+async fn open(target: Target) -> io::Result<TokioStream> {
+    match target {
+        Target::Tcp {
+            host,
+            port,
+            options,
+        } => {
+            let stream = TcpStream::connect((host.as_str(), port)).await?;
+            options.apply(&stream)?;
+            Ok(Either::Tcp(TokioIo(stream)))
+        }
+        Target::Unix(path) => Ok(Either::Unix(TokioIo(UnixStream::connect(path).await?))),
+        Target::Abstract(name) => Ok(Either::Unix(TokioIo(UnixStream::from_std(
+            pgpipe::rt::connect_abstract(&name)?,
+        )?))),
+    }
+}
+
 /// Aborts the connect task when the caller gives up (connect timeout, dropped future).
 struct AbortOnDrop(AbortHandle);
 
@@ -104,26 +128,19 @@ impl Drop for AbortOnDrop {
 }
 
 impl Runtime for TokioRuntime {
-    type Socket = TokioSocket;
+    type Socket = TokioStream;
     type Sleep = Pin<Box<Sleep>>;
-    type Connect = Pin<Box<dyn Future<Output = io::Result<TokioSocket>> + Send>>;
+    type Connect = Pin<Box<dyn Future<Output = io::Result<TokioStream>> + Send>>;
 
-    fn connect(&self, host: &str, port: u16) -> Self::Connect {
-        let host = host.to_owned();
+    fn connect(&self, target: &Target) -> Self::Connect {
+        let target = target.clone();
         let this = self.clone();
         Box::pin(async move {
-            let host = host.as_str();
-
-            // Resolve and connect on our runtime, so the socket registers with its reactor whatever
-            // task (or executor) awaits this.
-            let host = host.to_owned();
-            let task = this.handle.spawn(async move {
-                let stream = TcpStream::connect((host.as_str(), port)).await?;
-                stream.set_nodelay(true)?;
-                Ok::<_, io::Error>(stream)
-            });
+            // Connect on our runtime, so the socket registers with its reactor whatever task
+            // (or executor) awaits this.
+            let task = this.handle.spawn(open(target));
             let _abort = AbortOnDrop(task.abort_handle());
-            Ok(TokioSocket(task.await.map_err(io::Error::other)??))
+            task.await.map_err(io::Error::other)?
         })
     }
 

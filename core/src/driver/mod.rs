@@ -1,7 +1,9 @@
 //! The runtime-neutral driver: per-connection shared state and the connection task.
 
+pub(crate) mod open;
 pub(crate) mod shared;
 pub(crate) mod task;
+pub(crate) mod transport;
 
 pub use shared::{Notification, QueryResult};
 pub use task::ConnTask;

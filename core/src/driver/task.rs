@@ -20,13 +20,14 @@ use crate::driver::shared::{
     nanos, ConnShared, Notification, PrepareError, QueryResult, Role, Statement, Status, Token,
     DEFAULT_COST_NS, NOTIFICATION_BACKLOG, RETIRED,
 };
-use postgres_protocol::message::backend::Message;
 
-use crate::proto::{Handler, Outcome, Pipeline, SessionInfo, Startup, Step};
+use crate::driver::open::{Endpoint, Opening};
+use crate::driver::transport::{Transport, MAX_RECORD};
+use crate::proto::{Handler, Outcome, Pipeline, SessionInfo};
 use crate::row::Column;
-use crate::rt::{Runtime, Socket};
+use crate::rt::Runtime;
 use crate::sched::{lock, DeferredWakes, TickGuard, Waiter};
-use crate::{Config, DbError, Error};
+use crate::{DbError, Error};
 
 /// Bytes read per tick before yielding to the executor, so one busy connection cannot starve it.
 const READ_BUDGET: usize = 1 << 20;
@@ -51,15 +52,9 @@ struct Sent {
 
 /// Where the task is in a connection's life.
 enum Phase<R: Runtime> {
-    /// Opening the TCP connection, bounded by `connect_timeout`.
-    Connecting { fut: R::Connect, deadline: R::Sleep },
-    /// Startup and authentication, bounded by the same deadline.
-    Handshake {
-        // Boxed: the authentication state is large and lives only during connect.
-        startup: Box<Startup>,
-        out: BytesMut,
-        deadline: R::Sleep,
-    },
+    /// Connecting, TLS and authentication, bounded by `connect_timeout` (boxed: large, and
+    /// alive only while connecting).
+    Opening(Box<Opening<R>>),
     /// Serving units: every poll is one tick.
     Running,
     /// Waiting before reconnecting a shared connection that died.
@@ -73,10 +68,10 @@ enum Phase<R: Runtime> {
 /// the connection is closed (or, for an exclusive connection, dies).
 pub struct ConnTask<R: Runtime> {
     rt: R,
-    cfg: Arc<Config>,
+    cfg: Arc<Endpoint>,
     shared: Arc<ConnShared>,
     phase: Phase<R>,
-    socket: Option<R::Socket>,
+    socket: Option<Transport<R::Socket>>,
     rbuf: BytesMut,
     chunk: Box<[u8]>,
     wbuf: BytesMut,
@@ -118,12 +113,12 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 impl<R: Runtime> ConnTask<R> {
     pub(crate) fn new(
         rt: R,
-        cfg: Arc<Config>,
+        cfg: Arc<Endpoint>,
         shared: Arc<ConnShared>,
         exclusive: bool,
         opened: Arc<Waiter<Result<(), Error>>>,
     ) -> Self {
-        let phase = connecting(&rt, &cfg);
+        let phase = Phase::Opening(Box::new(Opening::new(&rt, &cfg)));
         let rt_now = rt.now();
         ConnTask {
             rt,
@@ -159,120 +154,22 @@ impl<R: Runtime> ConnTask<R> {
         !self.exclusive && self.shared.role() != Role::Base
     }
 
-    /// Polls the connect or handshake phases. `Ready(Ok)` once the connection is serving.
+    /// Polls the opening phase. `Ready(Ok)` once the connection is serving.
     fn poll_open(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        loop {
-            match &mut self.phase {
-                Phase::Connecting { fut, deadline } => match Pin::new(fut).poll(cx) {
-                    Poll::Ready(Ok(sock)) => {
-                        let mut out = BytesMut::with_capacity(512);
-                        let startup = Box::new(Startup::begin(&self.cfg, &mut out)?);
-                        let deadline =
-                            std::mem::replace(deadline, self.rt.sleep_until(self.rt.now()));
-                        self.socket = Some(sock);
-                        self.rbuf.clear();
-                        self.phase = Phase::Handshake {
-                            startup,
-                            out,
-                            deadline,
-                        };
-                    }
-                    Poll::Ready(Err(e)) => return Poll::Ready(Err(Error::Io(e))),
-                    Poll::Pending => {
-                        return match Pin::new(deadline).poll(cx) {
-                            Poll::Ready(_) => Poll::Ready(Err(self.timed_out())),
-                            Poll::Pending => Poll::Pending,
-                        }
-                    }
-                },
-                Phase::Handshake { .. } => {
-                    return match self.poll_handshake(cx) {
-                        Poll::Ready(Ok(info)) => {
-                            check_session(&info)?;
-                            self.session = info;
-                            self.phase = Phase::Running;
-                            Poll::Ready(Ok(()))
-                        }
-                        Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-                        Poll::Pending => match &mut self.phase {
-                            Phase::Handshake { deadline, .. } => {
-                                match Pin::new(deadline).poll(cx) {
-                                    Poll::Ready(_) => Poll::Ready(Err(self.timed_out())),
-                                    Poll::Pending => Poll::Pending,
-                                }
-                            }
-                            _ => Poll::Pending,
-                        },
-                    };
-                }
-                _ => return Poll::Ready(Ok(())),
-            }
-        }
-    }
-
-    fn timed_out(&self) -> Error {
-        Error::Io(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            format!(
-                "connecting to {}:{} timed out after {:?}",
-                self.cfg.host, self.cfg.port, self.cfg.connect_timeout
-            ),
-        ))
-    }
-
-    /// Startup and authentication: write what the state machine asks, read until it is done.
-    fn poll_handshake(&mut self, cx: &mut Context<'_>) -> Poll<Result<SessionInfo, Error>> {
-        let ConnTask {
-            phase,
-            socket,
-            rbuf,
-            chunk,
-            ..
-        } = self;
-        let (Phase::Handshake { startup, out, .. }, Some(sock)) = (phase, socket.as_mut()) else {
-            return Poll::Ready(Err(Error::Protocol("handshake without a socket".into())));
+        let Phase::Opening(opening) = &mut self.phase else {
+            return Poll::Ready(Ok(()));
         };
-        loop {
-            let mut write_blocked = false;
-            while !out.is_empty() {
-                match sock.poll_write(cx, out) {
-                    Poll::Ready(Ok(0)) => {
-                        return Poll::Ready(Err(Error::Io(std::io::ErrorKind::WriteZero.into())))
-                    }
-                    Poll::Ready(Ok(n)) => out.advance(n),
-                    Poll::Ready(Err(e)) => return Poll::Ready(Err(Error::Io(e))),
-                    Poll::Pending => {
-                        write_blocked = true;
-                        break;
-                    }
-                }
-            }
-            let mut replied = false;
-            while let Some(msg) =
-                Message::parse(rbuf).map_err(|e| Error::Protocol(format!("during startup: {e}")))?
-            {
-                let before = out.len();
-                if let Step::Done(info) = startup.handle(msg, out)? {
-                    return Poll::Ready(Ok(info));
-                }
-                replied |= out.len() > before;
-            }
-            if replied && !write_blocked {
-                // Send the reply before waiting for the server's next message.
-                continue;
-            }
-            match sock.poll_read(cx, chunk) {
-                Poll::Ready(Ok(0)) => {
-                    return Poll::Ready(Err(Error::Io(std::io::Error::new(
-                        std::io::ErrorKind::UnexpectedEof,
-                        "server closed the connection during startup",
-                    ))))
-                }
-                Poll::Ready(Ok(n)) => rbuf.extend_from_slice(&chunk[..n]),
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(Error::Io(e))),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
+        let (transport, info) = match opening.poll(cx, &self.rt, &self.cfg) {
+            Poll::Ready(Ok(done)) => done,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
+        };
+        check_session(&info)?;
+        self.socket = Some(transport);
+        self.rbuf.clear();
+        self.session = info;
+        self.phase = Phase::Running;
+        Poll::Ready(Ok(()))
     }
 
     /// The connect or handshake failed: tell the opener (first connect), or back off and retry.
@@ -564,6 +461,10 @@ impl<R: Runtime> ConnTask<R> {
                 Poll::Ready(Ok(n)) => {
                     c.inc(&c.write_calls);
                     c.bytes_out.fetch_add(n as u64, Relaxed);
+                    if sock.is_tls() {
+                        c.tls_records_out
+                            .fetch_add(n.div_ceil(MAX_RECORD) as u64, Relaxed);
+                    }
                     self.wbuf.advance(n);
                     self.written += n as u64;
                 }
@@ -572,7 +473,10 @@ impl<R: Runtime> ConnTask<R> {
                 Poll::Pending => break,
             }
         }
-        Ok(())
+        match sock.poll_flush(cx) {
+            Poll::Ready(Err(e)) => Err(format!("write failed: {e}")),
+            _ => Ok(()),
+        }
     }
 
     /// Graceful end: everything accepted has completed; say Terminate and close the socket.
@@ -784,11 +688,13 @@ impl<R: Runtime> ConnTask<R> {
                         continue;
                     };
                     match Pin::new(sleep).poll(cx) {
-                        Poll::Ready(_) => self.phase = connecting(&self.rt, &self.cfg),
+                        Poll::Ready(_) => {
+                            self.phase = Phase::Opening(Box::new(Opening::new(&self.rt, &self.cfg)))
+                        }
                         Poll::Pending => return Poll::Pending,
                     }
                 }
-                Phase::Connecting { .. } | Phase::Handshake { .. } => {
+                Phase::Opening(_) => {
                     if self.opened.is_none() && self.closing(cx) {
                         return self.finish(Status::Closed);
                     }
@@ -804,13 +710,6 @@ impl<R: Runtime> ConnTask<R> {
                 }
             }
         }
-    }
-}
-
-fn connecting<R: Runtime>(rt: &R, cfg: &Config) -> Phase<R> {
-    Phase::Connecting {
-        fut: rt.connect(&cfg.host, cfg.port),
-        deadline: rt.sleep_until(rt.now() + cfg.connect_timeout),
     }
 }
 

@@ -7,5 +7,5 @@ pub mod startup;
 pub mod statements;
 
 pub use pipeline::{Handler, Outcome, Pipeline, ProtocolViolation, UnitKind};
-pub use startup::{SessionInfo, Startup, Step};
+pub use startup::{Binding, SessionInfo, Startup, Step};
 pub use statements::StatementCache;

@@ -7,8 +7,19 @@ use postgres_protocol::authentication::sasl::{self, ChannelBinding, ScramSha256}
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 
+use crate::config::ChannelBinding as BindingMode;
 use crate::proto::pipeline::parse_error_fields;
 use crate::{Config, Error};
+
+/// What the transport offers for SCRAM channel binding.
+#[derive(Debug, Clone, Default)]
+pub struct Binding {
+    /// `channel_binding` from the configuration.
+    pub mode: BindingMode,
+    /// `tls-server-end-point` data when the connection runs over TLS (a hash of the server's
+    /// certificate); `None` in plaintext, or when the certificate's algorithm defines none.
+    pub end_point: Option<Vec<u8>>,
+}
 
 /// What the connection knows after a successful startup.
 #[derive(Debug, Clone, Default)]
@@ -43,12 +54,17 @@ pub struct Startup {
     user: String,
     password: Option<String>,
     scram: Option<ScramSha256>,
+    binding: Binding,
+    /// SCRAM-SHA-256-PLUS was used, so `channel_binding=require` is met.
+    bound: bool,
+    /// The server answered with an ErrorResponse (as opposed to a failure found here).
+    rejected: bool,
     info: SessionInfo,
 }
 
 impl Startup {
     /// Writes the StartupMessage for `cfg` into `out` and returns the state machine.
-    pub fn begin(cfg: &Config, out: &mut BytesMut) -> Result<Startup, Error> {
+    pub fn begin(cfg: &Config, binding: Binding, out: &mut BytesMut) -> Result<Startup, Error> {
         let mut params: Vec<(&str, &str)> = vec![
             ("user", cfg.user.as_str()),
             ("database", cfg.database()),
@@ -57,14 +73,26 @@ impl Startup {
         if let Some(app) = &cfg.application_name {
             params.push(("application_name", app.as_str()));
         }
+        if let Some(options) = &cfg.options {
+            params.push(("options", options.as_str()));
+        }
         frontend::startup_message(params.iter().copied(), out)
             .map_err(|e| Error::Config(format!("cannot encode startup message: {e}")))?;
         Ok(Startup {
             user: cfg.user.clone(),
             password: cfg.password.clone(),
             scram: None,
+            binding,
+            bound: false,
+            rejected: false,
             info: SessionInfo::default(),
         })
+    }
+
+    /// Whether the server refused the connection (an ErrorResponse during startup), which is
+    /// what lets libpq's `sslmode=prefer` / `allow` try again the other way.
+    pub fn rejected(&self) -> bool {
+        self.rejected
     }
 
     fn password(&self) -> Result<&[u8], Error> {
@@ -77,7 +105,15 @@ impl Startup {
     pub fn handle(&mut self, msg: Message, out: &mut BytesMut) -> Result<Step, Error> {
         let enc = |e: std::io::Error| Error::Protocol(format!("cannot encode auth reply: {e}"));
         match msg {
-            Message::AuthenticationOk => {}
+            Message::AuthenticationOk => {
+                if self.binding.mode == BindingMode::Require && !self.bound {
+                    return Err(Error::Auth(
+                        "channel_binding=require, but the server authenticated this connection \
+                         without channel binding (it needs SCRAM-SHA-256 over TLS)"
+                            .into(),
+                    ));
+                }
+            }
             Message::AuthenticationCleartextPassword => {
                 let pw = self.password()?;
                 frontend::password_message(pw, out).map_err(enc)?;
@@ -87,22 +123,44 @@ impl Startup {
                 frontend::password_message(hash.as_bytes(), out).map_err(enc)?;
             }
             Message::AuthenticationSasl(body) => {
-                let mut has_scram = false;
+                let (mut has_scram, mut has_plus) = (false, false);
                 let mut it = body.mechanisms();
                 while let Some(m) = fallible_iterator::FallibleIterator::next(&mut it)
                     .map_err(|e| Error::Protocol(format!("malformed SASL mechanisms: {e}")))?
                 {
                     has_scram |= m == sasl::SCRAM_SHA_256;
+                    has_plus |= m == sasl::SCRAM_SHA_256_PLUS;
                 }
-                if !has_scram {
-                    return Err(Error::Auth(
-                        "the server offers no SASL mechanism pgpipe supports".into(),
-                    ));
-                }
-                // Channel binding needs TLS, which is not implemented yet.
-                let scram = ScramSha256::new(self.password()?, ChannelBinding::unsupported());
-                frontend::sasl_initial_response(sasl::SCRAM_SHA_256, scram.message(), out)
-                    .map_err(enc)?;
+                let end_point = match self.binding.mode {
+                    BindingMode::Disable => None,
+                    _ => self.binding.end_point.clone(),
+                };
+                let (mechanism, binding) = match end_point {
+                    Some(data) if has_plus => (
+                        sasl::SCRAM_SHA_256_PLUS,
+                        ChannelBinding::tls_server_end_point(data),
+                    ),
+                    _ if self.binding.mode == BindingMode::Require => {
+                        return Err(Error::Auth(
+                            "channel_binding=require, but SCRAM-SHA-256-PLUS is not possible \
+                             here (it needs TLS, a server that offers it and a certificate \
+                             signed with RSA or ECDSA)"
+                                .into(),
+                        ))
+                    }
+                    // We could bind but the server did not offer it: say so ('y'), so a
+                    // server that did offer it can detect a downgrade.
+                    Some(_) if has_scram => (sasl::SCRAM_SHA_256, ChannelBinding::unrequested()),
+                    _ if has_scram => (sasl::SCRAM_SHA_256, ChannelBinding::unsupported()),
+                    _ => {
+                        return Err(Error::Auth(
+                            "the server offers no SASL mechanism pgpipe supports".into(),
+                        ))
+                    }
+                };
+                self.bound = mechanism == sasl::SCRAM_SHA_256_PLUS;
+                let scram = ScramSha256::new(self.password()?, binding);
+                frontend::sasl_initial_response(mechanism, scram.message(), out).map_err(enc)?;
                 self.scram = Some(scram);
             }
             Message::AuthenticationSaslContinue(body) => {
@@ -146,6 +204,7 @@ impl Startup {
             }
             Message::NoticeResponse(_) => {}
             Message::ErrorResponse(body) => {
+                self.rejected = true;
                 let mut raw = Vec::new();
                 let mut it = body.fields();
                 while let Ok(Some(f)) = fallible_iterator::FallibleIterator::next(&mut it) {
