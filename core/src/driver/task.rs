@@ -109,6 +109,8 @@ pub struct ConnTask<R: Runtime> {
 
 const BACKOFF_START: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// The wait before a reconnect after the server refused the credentials.
+const AUTH_RETRY: Duration = Duration::from_secs(30);
 
 impl<R: Runtime> ConnTask<R> {
     pub(crate) fn new(
@@ -181,6 +183,11 @@ impl<R: Runtime> ConnTask<R> {
         }
         let c = &self.shared.counters;
         c.inc(&c.errors_connection);
+        if matches!(e, Error::Auth(_)) {
+            // Credentials do not fix themselves in milliseconds: retrying fast would only lock
+            // accounts and flood the server's log with failed logins.
+            self.backoff = self.backoff.max(AUTH_RETRY);
+        }
         self.lock_status(Status::Dead(format!("reconnecting: {e}").into()));
         self.back_off()
     }
