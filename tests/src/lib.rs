@@ -23,6 +23,10 @@
 
 #![warn(missing_docs)]
 
+pub mod tls;
+
+pub use tls::TlsMaterial;
+
 use std::fmt;
 use std::fs;
 use std::io::{self, Write};
@@ -52,6 +56,10 @@ pub const SCRAM_PASSWORD: &str = "scram-secret";
 pub const CLEAR_USER: &str = "pgpipe_clear";
 /// Password of [`CLEAR_USER`] (stored as a SCRAM verifier, sent in clear).
 pub const CLEAR_PASSWORD: &str = "clear-secret";
+
+/// Common name of the client certificate of [`TlsMaterial`]: the role that
+/// will log in with it (`cert` authentication).
+pub const CERT_USER: &str = "pgpipe_cert";
 
 /// Environment variable naming the directory holding `initdb`, `postgres`
 /// and `psql`; overrides every other way of finding them.
@@ -143,6 +151,8 @@ pub enum HarnessError {
         /// The last lines of the server log.
         log_tail: String,
     },
+    /// Test certificates could not be generated.
+    Tls(String),
 }
 
 impl HarnessError {
@@ -191,6 +201,7 @@ impl fmt::Display for HarnessError {
                 f,
                 "PostgreSQL server on port {port} failed to start: {reason}; server log tail:\n{log_tail}"
             ),
+            HarnessError::Tls(reason) => write!(f, "generating test certificates: {reason}"),
         }
     }
 }
