@@ -23,8 +23,10 @@
 
 #![warn(missing_docs)]
 
+mod libpq;
 pub mod tls;
 
+pub use libpq::{libpq_connects, psql_with, psql_with_env};
 pub use tls::TlsMaterial;
 
 use std::fmt;
