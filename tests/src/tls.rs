@@ -148,6 +148,12 @@ impl TlsMaterial {
     pub fn expired_key(&self) -> &Path {
         &self.expired_key
     }
+
+    /// The private keys the server may load, which must belong to the user
+    /// running it.
+    pub(crate) fn server_keys(&self) -> [&Path; 2] {
+        [&self.server_key, &self.expired_key]
+    }
 }
 
 /// What a leaf certificate is for.
