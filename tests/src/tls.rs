@@ -374,6 +374,10 @@ mod tests {
             &db.tls_url_for(SCRAM_USER, SCRAM_PASSWORD).unwrap()
         ));
         assert_eq!(db.socket_dir(), Some(c.dir()));
+        let rules = db
+            .psql("select count(*), count(error) from pg_hba_file_rules")
+            .unwrap();
+        assert_eq!(rules.trim(), "11|0");
     }
 
     fn percent_encoded(path: &Path) -> String {
