@@ -20,8 +20,37 @@
 //!
 //! Setting `PGPIPE_TEST_URL` makes [`shared`] use that external server
 //! instead of starting a cluster.
+//!
+//! # TLS
+//!
+//! [`Cluster::builder`]`().tls(true)` starts a server with `ssl = on` and
+//! certificates made at test time ([`TlsMaterial`], in the cluster
+//! directory; nothing secret is in the repository). Such a cluster also
+//! has the TLS roles [`TLS_SCRAM_USER`] (SCRAM, TLS only), [`CERT_USER`]
+//! (client certificate only) and [`NOSSL_USER`] (plaintext only); every
+//! other rule above matches TLS and plaintext alike. Its plain URLs
+//! ([`Cluster::url`], [`Cluster::url_for`]) say `sslmode=disable`, so a
+//! client defaulting to `prefer` stays in plaintext; [`Cluster::tls_url`]
+//! gives `sslmode=verify-full` URLs for host `localhost`.
+//!
+//! The cluster behind [`shared`] is such a TLS cluster, so every test can
+//! use it both ways. An expired server certificate is tested on a cluster
+//! of its own ([`ClusterBuilder::expired_server_cert`]) rather than by
+//! swapping certificates on the shared one, which other tests use at the
+//! same time.
+//!
+//! [`libpq_connects`] and [`psql_with`] run psql with a given connection
+//! string, so that tests can compare pgpipe with libpq on the same server.
+//! [`Cluster::socket_dir`] is the server's unix socket directory (`host=`
+//! that directory connects through it; `local` connections are trusted).
 
 #![warn(missing_docs)]
+
+mod libpq;
+pub mod tls;
+
+pub use libpq::{libpq_connects, psql_with, psql_with_env};
+pub use tls::TlsMaterial;
 
 use std::fmt;
 use std::fs;
@@ -53,6 +82,20 @@ pub const CLEAR_USER: &str = "pgpipe_clear";
 /// Password of [`CLEAR_USER`] (stored as a SCRAM verifier, sent in clear).
 pub const CLEAR_PASSWORD: &str = "clear-secret";
 
+/// Role of TLS clusters that must use TLS and SCRAM-SHA-256: `hostssl`
+/// connections authenticate with SCRAM, `hostnossl` ones are rejected.
+pub const TLS_SCRAM_USER: &str = "pgpipe_tls_scram";
+/// Password of [`TLS_SCRAM_USER`] (stored as a SCRAM verifier).
+pub const TLS_SCRAM_PASSWORD: &str = "tls-scram-secret";
+/// Role of TLS clusters that logs in only with the client certificate
+/// ([`TlsMaterial::client_cert`], whose CN is this name) over TLS (`cert`
+/// authentication); plaintext is rejected. It has no password.
+pub const CERT_USER: &str = "pgpipe_cert";
+/// Role of TLS clusters that may only use plaintext: `hostnossl` is
+/// trusted, `hostssl` rejected, so `sslmode=prefer` must fall back to
+/// plaintext and `require` must fail.
+pub const NOSSL_USER: &str = "pgpipe_nossl";
+
 /// Environment variable naming the directory holding `initdb`, `postgres`
 /// and `psql`; overrides every other way of finding them.
 pub const PG_BIN_ENV: &str = "PGPIPE_PG_BIN";
@@ -64,13 +107,25 @@ pub const TEST_URL_ENV: &str = "PGPIPE_TEST_URL";
 /// major version.
 const DEBIAN_PG_ROOT: &str = "/usr/lib/postgresql";
 
-/// The `pg_hba.conf` written into every cluster (replacing initdb's).
+/// The `pg_hba.conf` written into every cluster (replacing initdb's); a TLS
+/// cluster gets [`PG_HBA_TLS`] before the last line.
 const PG_HBA: &str = "\
 local all all trust
 host all pgpipe_md5 127.0.0.1/32 md5
 host all pgpipe_scram 127.0.0.1/32 scram-sha-256
 host all pgpipe_clear 127.0.0.1/32 password
 host all all 127.0.0.1/32 trust
+";
+
+/// The rules of the TLS roles. They come before the final `trust` line,
+/// which would otherwise let them in any way.
+const PG_HBA_TLS: &str = "\
+hostssl all pgpipe_tls_scram 127.0.0.1/32 scram-sha-256
+hostnossl all pgpipe_tls_scram 127.0.0.1/32 reject
+hostssl all pgpipe_cert 127.0.0.1/32 cert
+hostnossl all pgpipe_cert 127.0.0.1/32 reject
+hostnossl all pgpipe_nossl 127.0.0.1/32 trust
+hostssl all pgpipe_nossl 127.0.0.1/32 reject
 ";
 
 /// The password roles: name, password and the `password_encryption` used to
@@ -143,6 +198,8 @@ pub enum HarnessError {
         /// The last lines of the server log.
         log_tail: String,
     },
+    /// Test certificates could not be generated.
+    Tls(String),
 }
 
 impl HarnessError {
@@ -191,6 +248,7 @@ impl fmt::Display for HarnessError {
                 f,
                 "PostgreSQL server on port {port} failed to start: {reason}; server log tail:\n{log_tail}"
             ),
+            HarnessError::Tls(reason) => write!(f, "generating test certificates: {reason}"),
         }
     }
 }
@@ -541,14 +599,58 @@ pub struct Cluster {
     watchdog: Option<Child>,
     /// Whether the directory has been removed already.
     cleaned: bool,
+    /// Certificates of a TLS cluster (`dir/tls`); `None` without TLS.
+    tls: Option<TlsMaterial>,
+    /// Whether the server presents the expired certificate.
+    expired_cert: bool,
+}
+
+/// Options of a [`Cluster`] to start; from [`Cluster::builder`].
+#[derive(Debug, Clone, Default)]
+pub struct ClusterBuilder {
+    tls: bool,
+    expired_cert: bool,
+}
+
+impl ClusterBuilder {
+    /// Whether the server offers TLS (`ssl = on`, certificates from a fresh
+    /// [`TlsMaterial`], the TLS roles and rules). Off by default.
+    pub fn tls(mut self, on: bool) -> Self {
+        self.tls = on;
+        self
+    }
+
+    /// Whether the server presents the expired certificate
+    /// ([`TlsMaterial::expired_cert`]) instead of the valid one; implies
+    /// [`ClusterBuilder::tls`].
+    pub fn expired_server_cert(mut self, on: bool) -> Self {
+        self.expired_cert = on;
+        self.tls |= on;
+        self
+    }
+
+    /// Creates, initializes and starts the cluster; see [`Cluster::start`].
+    pub fn start(self) -> Result<Cluster, HarnessError> {
+        Cluster::start_with(self)
+    }
 }
 
 impl Cluster {
-    /// Creates, initializes and starts a new cluster, and creates the
-    /// password roles ([`MD5_USER`], [`SCRAM_USER`], [`CLEAR_USER`]).
+    /// Creates, initializes and starts a new cluster without TLS, and
+    /// creates the password roles ([`MD5_USER`], [`SCRAM_USER`],
+    /// [`CLEAR_USER`]).
     ///
     /// Takes a second or two, most of it in `initdb`.
     pub fn start() -> Result<Cluster, HarnessError> {
+        Cluster::start_with(ClusterBuilder::default())
+    }
+
+    /// Options for a cluster to start, such as TLS.
+    pub fn builder() -> ClusterBuilder {
+        ClusterBuilder::default()
+    }
+
+    fn start_with(options: ClusterBuilder) -> Result<Cluster, HarnessError> {
         let bin = find_bin_dir()?;
         let dir = create_unique_dir()?;
         // From here on, dropping `cluster` on an error path cleans up.
@@ -563,8 +665,13 @@ impl Cluster {
             server: None,
             watchdog: None,
             cleaned: false,
+            tls: None,
+            expired_cert: options.expired_cert,
         };
         cluster.init()?;
+        if options.tls {
+            cluster.setup_tls()?;
+        }
         cluster.launch()?;
         cluster.create_auth_roles()?;
         Ok(cluster)
@@ -575,21 +682,57 @@ impl Cluster {
         self.port
     }
 
-    /// Superuser URL: `postgres://postgres@127.0.0.1:PORT/postgres`.
+    /// Superuser URL: `postgres://postgres@127.0.0.1:PORT/postgres`, plus
+    /// `?sslmode=disable` on a TLS cluster.
     pub fn url(&self) -> String {
-        format!("postgres://{SUPERUSER}@127.0.0.1:{}/{DATABASE}", self.port)
+        self.url_for(SUPERUSER, "")
     }
 
     /// URL for `user` with `password`:
     /// `postgres://user:password@127.0.0.1:PORT/postgres`, with user and
     /// password percent-encoded (the `:password` part is left out when the
-    /// password is empty).
+    /// password is empty). On a TLS cluster `?sslmode=disable` follows, so
+    /// the connection is plaintext whatever the client's default.
     pub fn url_for(&self, user: &str, password: &str) -> String {
+        let params = if self.tls.is_some() {
+            "?sslmode=disable"
+        } else {
+            ""
+        };
         format!(
-            "postgres://{}@127.0.0.1:{}/{DATABASE}",
+            "postgres://{}@127.0.0.1:{}/{DATABASE}{params}",
             userinfo(user, password),
             self.port
         )
+    }
+
+    /// Superuser URL over verified TLS; see [`Cluster::tls_url_for`].
+    pub fn tls_url(&self) -> Option<String> {
+        self.tls_url_for(SUPERUSER, "")
+    }
+
+    /// URL for `user` with `password` over TLS, verified against the test
+    /// CA: `postgres://user:password@localhost:PORT/postgres?sslmode=verify-full&sslrootcert=CA`
+    /// (credentials and the CA path percent-encoded). `None` without TLS.
+    pub fn tls_url_for(&self, user: &str, password: &str) -> Option<String> {
+        let tls = self.tls.as_ref()?;
+        Some(format!(
+            "postgres://{}@localhost:{}/{DATABASE}?sslmode=verify-full&sslrootcert={}",
+            userinfo(user, password),
+            self.port,
+            percent_encode(&tls.ca_cert().to_string_lossy())
+        ))
+    }
+
+    /// The certificates of a TLS cluster; `None` without TLS.
+    pub fn tls(&self) -> Option<&TlsMaterial> {
+        self.tls.as_ref()
+    }
+
+    /// The directory of the server's unix socket (`.s.PGSQL.PORT`): pass it
+    /// as `host` to connect through the socket. It is the cluster directory.
+    pub fn socket_dir(&self) -> &Path {
+        &self.dir
     }
 
     /// Runs `sql` (one or more statements, or a psql script) as the
@@ -642,6 +785,8 @@ impl Cluster {
             .arg(self.port.to_string())
             .args(["-f", "-"])
             .env("PGCONNECT_TIMEOUT", connect_timeout_secs.to_string())
+            // The harness's own SQL needs no TLS, even on a TLS cluster.
+            .env("PGSSLMODE", "disable")
             .env_remove("PGOPTIONS")
             .current_dir(&self.dir);
         cmd
@@ -662,10 +807,38 @@ impl Cluster {
             .args(["-A", "trust", "-U", SUPERUSER, "--no-sync"])
             .args(["-E", "UTF8", "--locale=C"]);
         run(initdb)?;
+        self.write_hba()
+    }
+
+    /// Installs the harness's pg_hba.conf, with the TLS rules on a TLS
+    /// cluster.
+    fn write_hba(&self) -> Result<(), HarnessError> {
+        let mut text = PG_HBA.to_owned();
+        if self.tls.is_some() {
+            // Before the last line, the catch-all `trust`.
+            let last = text.trim_end().rfind('\n').map_or(0, |i| i + 1);
+            text.insert_str(last, PG_HBA_TLS);
+        }
         // Overwriting keeps the owner initdb gave the file.
         let hba = self.data.join("pg_hba.conf");
-        fs::write(&hba, PG_HBA)
-            .map_err(|e| HarnessError::io(format!("writing {}", hba.display()), e))
+        fs::write(&hba, text).map_err(|e| HarnessError::io(format!("writing {}", hba.display()), e))
+    }
+
+    /// Generates the certificates into `dir/tls`, gives the server keys to
+    /// the user running the server (it refuses keys that others can read or
+    /// that belong to someone else) and adds the TLS rules to pg_hba.conf.
+    fn setup_tls(&mut self) -> Result<(), HarnessError> {
+        let dir = self.dir.join("tls");
+        fs::create_dir(&dir)
+            .map_err(|e| HarnessError::io(format!("creating {}", dir.display()), e))?;
+        let tls = TlsMaterial::generate(&dir)?;
+        if self.as_root {
+            let mut chown = Command::new("chown");
+            chown.arg("postgres:").args(tls.server_keys());
+            run(chown)?;
+        }
+        self.tls = Some(tls);
+        self.write_hba()
     }
 
     /// Starts the server on a free port, retrying with other ports if the
@@ -703,7 +876,7 @@ impl Cluster {
             .arg(&self.data)
             .arg("-p")
             .arg(self.port.to_string());
-        let settings = [
+        let mut settings = vec![
             "listen_addresses=127.0.0.1".to_owned(),
             format!("unix_socket_directories={}", self.dir.display()),
             "fsync=off".to_owned(),
@@ -712,6 +885,20 @@ impl Cluster {
             "max_connections=300".to_owned(),
             "shared_buffers=128MB".to_owned(),
         ];
+        if let Some(tls) = &self.tls {
+            let (cert, key) = if self.expired_cert {
+                (tls.expired_cert(), tls.expired_key())
+            } else {
+                (tls.server_cert(), tls.server_key())
+            };
+            settings.extend([
+                "ssl=on".to_owned(),
+                format!("ssl_cert_file={}", cert.display()),
+                format!("ssl_key_file={}", key.display()),
+                // Makes the server ask for (and check) client certificates.
+                format!("ssl_ca_file={}", tls.ca_cert().display()),
+            ]);
+        }
         for setting in settings {
             cmd.arg("-c").arg(setting);
         }
@@ -802,16 +989,27 @@ impl Cluster {
         }
     }
 
-    /// Creates the password roles.
+    /// Creates the password roles, and the TLS roles on a TLS cluster.
     fn create_auth_roles(&self) -> Result<(), HarnessError> {
         let mut script = String::new();
-        for (user, password, encryption) in AUTH_ROLES {
+        let tls_roles = [(TLS_SCRAM_USER, TLS_SCRAM_PASSWORD, "scram-sha-256")];
+        let tls_roles = if self.tls.is_some() {
+            &tls_roles[..]
+        } else {
+            &[]
+        };
+        for (user, password, encryption) in AUTH_ROLES.iter().chain(tls_roles) {
             script.push_str(&format!(
                 "SET password_encryption = {};\nCREATE ROLE {} LOGIN PASSWORD {};\n",
                 sql_literal(encryption),
                 sql_ident(user),
                 sql_literal(password)
             ));
+        }
+        if self.tls.is_some() {
+            for user in [CERT_USER, NOSSL_USER] {
+                script.push_str(&format!("CREATE ROLE {} LOGIN;\n", sql_ident(user)));
+            }
         }
         self.psql(&script).map(drop)
     }
@@ -909,8 +1107,8 @@ fn same_path(a: &Path, b: &Path) -> bool {
 }
 
 /// A database for tests: either the external server from `PGPIPE_TEST_URL`,
-/// or a process-wide throwaway [`Cluster`] started on first use and removed
-/// at process exit by its watchdog.
+/// or a process-wide throwaway TLS [`Cluster`] started on first use and
+/// removed at process exit by its watchdog.
 ///
 /// Obtained through [`shared`].
 #[derive(Debug)]
@@ -928,7 +1126,7 @@ enum TestDbInner {
         psql: PathBuf,
     },
     /// A throwaway cluster owned by this process.
-    Local(Cluster),
+    Local(Box<Cluster>),
 }
 
 /// The process-wide test database, set up on first use.
@@ -968,7 +1166,7 @@ impl TestDb {
                 Ok(db)
             }
             _ => Ok(TestDb {
-                inner: TestDbInner::Local(Cluster::start()?),
+                inner: TestDbInner::Local(Box::new(Cluster::builder().tls(true).start()?)),
             }),
         }
     }
@@ -1001,8 +1199,9 @@ impl TestDb {
         }
     }
 
-    /// URL of the database as the superuser (for an external server: the
-    /// `PGPIPE_TEST_URL` value).
+    /// URL of the database as the superuser, in plaintext
+    /// (`sslmode=disable`); for an external server: the `PGPIPE_TEST_URL`
+    /// value as given.
     pub fn url(&self) -> String {
         match &self.inner {
             TestDbInner::External { url, .. } => url.clone(),
@@ -1010,14 +1209,59 @@ impl TestDb {
         }
     }
 
-    /// URL of the same database for `user` with `password`. For an external
-    /// server, the host, port, database and parameters of `PGPIPE_TEST_URL`
-    /// are kept and only the credentials replaced.
+    /// URL of the same database for `user` with `password`, in plaintext
+    /// (see [`Cluster::url_for`]). For an external server, the host, port,
+    /// database and parameters of `PGPIPE_TEST_URL` are kept and only the
+    /// credentials replaced.
     pub fn url_for(&self, user: &str, password: &str) -> String {
         match &self.inner {
             TestDbInner::External { url, .. } => with_credentials(url, user, password),
             TestDbInner::Local(cluster) => cluster.url_for(user, password),
         }
+    }
+
+    /// The throwaway cluster, `None` for an external server.
+    fn local(&self) -> Option<&Cluster> {
+        match &self.inner {
+            TestDbInner::External { .. } => None,
+            TestDbInner::Local(cluster) => Some(cluster),
+        }
+    }
+
+    /// Superuser URL over TLS verified against the test CA, for host
+    /// `localhost` (see [`Cluster::tls_url_for`]); `None` for an external
+    /// server.
+    pub fn tls_url(&self) -> Option<String> {
+        self.local()?.tls_url()
+    }
+
+    /// As [`TestDb::tls_url`], for `user` with `password`.
+    pub fn tls_url_for(&self, user: &str, password: &str) -> Option<String> {
+        self.local()?.tls_url_for(user, password)
+    }
+
+    /// The server's certificates; `None` for an external server.
+    pub fn tls(&self) -> Option<&TlsMaterial> {
+        self.local()?.tls()
+    }
+
+    /// As [`TestDb::tls`], but prints on stderr that `test` is skipped
+    /// (and why) when there is no TLS material: `let Some(tls) =
+    /// shared().tls_or_skip("name") else { return };`.
+    pub fn tls_or_skip(&self, test: &str) -> Option<&TlsMaterial> {
+        let tls = self.tls();
+        if tls.is_none() {
+            eprintln!(
+                "skipping {test}: {TEST_URL_ENV} names an external server, and TLS tests need \
+                 the harness's own cluster and certificates"
+            );
+        }
+        tls
+    }
+
+    /// The server's unix socket directory; `None` for an external server.
+    pub fn socket_dir(&self) -> Option<&Path> {
+        Some(self.local()?.socket_dir())
     }
 
     /// Runs `sql` with psql (as the superuser, or the `PGPIPE_TEST_URL`
@@ -1088,6 +1332,20 @@ mod tests {
             .psql("select count(*), count(error) from pg_hba_file_rules")
             .expect("hba rules");
         assert_eq!(rules.trim(), "5|0");
+        assert!(cluster.tls().is_none() && cluster.tls_url().is_none());
+
+        // libpq against a server without TLS.
+        let info = format!("host=127.0.0.1 port={} user=postgres", cluster.port());
+        let ssl = psql_with(
+            &format!("{info} sslmode=prefer"),
+            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+        )
+        .expect("prefer");
+        assert_eq!(ssl.trim(), "f");
+        for mode in ["require", "verify-ca", "verify-full"] {
+            let e = libpq_connects(&format!("{info} sslmode={mode}")).expect_err(mode);
+            assert!(e.contains("server does not support SSL"), "{mode}: {e}");
+        }
 
         let dir = cluster.dir().to_path_buf();
         let pm = cluster.postmaster_pid().expect("postmaster pid");
@@ -1190,6 +1448,8 @@ mod tests {
             server: None,
             watchdog: None,
             cleaned: false,
+            tls: None,
+            expired_cert: false,
         };
         other.data = other.dir.join("data");
         other.log = other.dir.join("server.log");
