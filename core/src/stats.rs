@@ -46,6 +46,8 @@ counters! {
     /// few records as its size needs (16 KiB of plaintext each), so `bytes_out /
     /// tls_records_out` shows how full pipelining makes them.
     tls_records_out,
+    /// Connections (and reconnects) established over TLS.
+    tls_handshakes,
     /// Units sent and not yet complete (a gauge).
     in_flight,
     /// Highest `in_flight` seen.

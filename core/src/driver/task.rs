@@ -167,6 +167,10 @@ impl<R: Runtime> ConnTask<R> {
             Poll::Pending => return Poll::Pending,
         };
         check_session(&info)?;
+        if transport.is_tls() {
+            let c = &self.shared.counters;
+            c.inc(&c.tls_handshakes);
+        }
         self.socket = Some(transport);
         self.rbuf.clear();
         self.session = info;

@@ -200,6 +200,7 @@ impl<S: Socket> Tls<S> {
             if self.eof {
                 return Poll::Ready(Ok(false));
             }
+            self.cin_pos = 0;
             self.cin.resize(CIPHER_CHUNK, 0);
             let n = match self.sock.poll_read(cx, &mut self.cin) {
                 Poll::Ready(Ok(n)) => n,
@@ -213,7 +214,6 @@ impl<S: Socket> Tls<S> {
                 }
             };
             self.cin.truncate(n);
-            self.cin_pos = 0;
             if n == 0 {
                 self.eof = true;
                 // Let rustls see the end, so a close_notify already received reads as a clean end.

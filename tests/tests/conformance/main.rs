@@ -142,6 +142,48 @@ impl Harness for Tokio {
     }
 }
 
+/// tokio again, with every connection over TLS (`sslmode=verify-full`, host `localhost`, the
+/// test CA): every behaviour must hold over TLS as it does in plaintext.
+pub struct TokioTls;
+
+impl Harness for TokioTls {
+    type Rt = pgpipe_tokio::TokioRuntime;
+
+    fn name() -> &'static str {
+        "tokio_tls"
+    }
+
+    fn run<F: Future<Output = ()> + 'static>(make: impl FnOnce() -> F + Send + 'static) {
+        Tokio::run(make)
+    }
+
+    fn spawn<T: 'static>(f: impl Future<Output = T> + 'static) -> Local<T> {
+        Tokio::spawn(f)
+    }
+
+    fn sleep(d: Duration) -> Local<()> {
+        Tokio::sleep(d)
+    }
+
+    fn connect(mut cfg: Config) -> Local<Result<Db<Self>, Error>> {
+        let tls = shared()
+            .tls()
+            .expect("the TLS instance needs the harness's TLS cluster (PGPIPE_TEST_URL unset)");
+        if cfg.host == "127.0.0.1" {
+            cfg.host = "localhost".into();
+        }
+        cfg.tls.mode = pgpipe::SslMode::VerifyFull;
+        cfg.tls.root_cert = Some(pgpipe::RootCert::File(tls.ca_cert().to_path_buf()));
+        Box::pin(async move {
+            let db = pgpipe_tokio::connect_with(cfg).await?;
+            // A plaintext fallback would make this instance test nothing: check every time.
+            let s = db.stats().total;
+            assert!(s.tls_handshakes >= 1, "tokio_tls connected without TLS: {s:?}");
+            Ok(db)
+        })
+    }
+}
+
 /// glommio: a fresh `LocalExecutor` on its own thread; client and connection tasks stay on it.
 pub struct Glommio;
 
@@ -280,6 +322,7 @@ suite! {
         smol => crate::Smol,
         tokio => crate::Tokio,
         glommio => crate::Glommio,
+        tokio_tls => crate::TokioTls,
     }
     tests {
         foundation::two_thousand_tasks_get_their_own_rows: 120,
