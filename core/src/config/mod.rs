@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::Error;
 
+mod pgpass;
 mod url;
 
 /// Settings of a connection service. Build one with [`Config::from_url`] or field by field.
@@ -182,6 +183,18 @@ impl Config {
 
 pub(crate) fn bad(msg: &str) -> Error {
     Error::Config(msg.to_owned())
+}
+
+/// A fresh directory under the system temp directory, for tests that need real files.
+#[cfg(test)]
+pub(crate) fn test_dir(name: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("pgpipe-{name}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create test dir");
+    dir
 }
 
 /// `sslmode`: whether TLS is used and what is verified, with libpq's meaning of each value.
