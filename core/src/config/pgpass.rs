@@ -216,7 +216,7 @@ localhost:5432:*:carol:pw-local\r
         let dir = crate::config::test_dir("pgpass");
         let path = dir.join("pgpass");
         std::fs::write(&path, "*:*:*:*:from-file\n").expect("write");
-        let cfg = Config::default();
+        let mut cfg = Config::default();
         for (mode, want) in [
             (0o600, Some("from-file")),
             (0o644, None),
@@ -229,6 +229,14 @@ localhost:5432:*:carol:pw-local\r
         // A directory is not a password file; a missing file is no error.
         assert_eq!(read(&dir), None);
         assert_eq!(read(&dir.join("missing")), None);
+        // The passfile keyword reads the file for what is set so far, unless a password is set.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let file = path.to_str().expect("utf-8 path");
+        cfg.set("passfile", file).expect("passfile");
+        assert_eq!(cfg.password.as_deref(), Some("from-file"));
+        cfg.password = Some("given".into());
+        cfg.set("passfile", file).expect("passfile");
+        assert_eq!(cfg.password.as_deref(), Some("given"));
         std::fs::remove_dir_all(&dir).ok();
     }
 }

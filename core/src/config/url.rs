@@ -1,6 +1,4 @@
-//! The `postgres://` URL form and options set by key.
-
-use std::time::Duration;
+//! The `postgres://` URL form.
 
 use super::{bad, Config};
 use crate::Error;
@@ -64,60 +62,6 @@ impl Config {
         cfg.validate()?;
         Ok(cfg)
     }
-
-    /// Sets one option by its URL key.
-    pub fn set(&mut self, key: &str, value: &str) -> Result<(), Error> {
-        fn num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, Error> {
-            v.parse()
-                .map_err(|_| bad(&format!("{key}={v:?} is not a valid number")))
-        }
-        match key {
-            "pipeline_size" => self.pipeline_size = num(key, value)?,
-            "max_in_flight" => self.max_in_flight = num(key, value)?,
-            "mailbox_size" => self.mailbox_size = num(key, value)?,
-            "statement_cache_size" => self.statement_cache_size = num(key, value)?,
-            "connect_timeout" => self.connect_timeout = Duration::from_secs(num(key, value)?),
-            "query_timeout" => {
-                let ms: u64 = num(key, value)?;
-                self.query_timeout = (ms > 0).then(|| Duration::from_millis(ms));
-            }
-            "retry_not_dispatched" => {
-                self.retry_not_dispatched = match value {
-                    "true" | "1" | "on" => true,
-                    "false" | "0" | "off" => false,
-                    _ => return Err(bad(&format!("{key}={value:?} is not a boolean"))),
-                }
-            }
-            "pinned_size" => self.pinned_size = num(key, value)?,
-            "max_connections" => self.max_connections = num(key, value)?,
-            "slow_threshold_us" => self.slow_threshold = Duration::from_micros(num(key, value)?),
-            "max_queue_work_us" => self.max_queue_work = Duration::from_micros(num(key, value)?),
-            "idle_timeout_ms" => self.idle_timeout = Duration::from_millis(num(key, value)?),
-            "guard" => {
-                self.guard = match value {
-                    "default" => crate::guard::Mode::Default,
-                    "strict" => crate::guard::Mode::Strict,
-                    _ => return Err(bad(&format!("guard={value:?}: expected default or strict"))),
-                }
-            }
-            "application_name" => self.application_name = Some(value.to_owned()),
-            "user" => self.user = value.to_owned(),
-            "password" => self.password = Some(value.to_owned()),
-            "dbname" => self.dbname = value.to_owned(),
-            "host" => self.host = value.to_owned(),
-            "port" => self.port = num(key, value)?,
-            "sslmode" => {
-                // TLS is not implemented yet; only modes that allow plaintext are accepted.
-                if !matches!(value, "disable" | "allow" | "prefer") {
-                    return Err(bad(&format!(
-                        "sslmode={value} needs TLS, which pgpipe does not support yet"
-                    )));
-                }
-            }
-            _ => return Err(bad(&format!("unknown option {key:?}"))),
-        }
-        Ok(())
-    }
 }
 
 fn decode(s: &str) -> Result<String, Error> {
@@ -146,6 +90,7 @@ fn decode(s: &str) -> Result<String, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn parses_full_url() {
@@ -174,7 +119,6 @@ mod tests {
         assert!(Config::from_url("postgres://x@h/db?pipline_size=2").is_err());
         assert!(Config::from_url("postgres://x@h/db?pipeline_size=0").is_err());
         assert!(Config::from_url("postgres://x@h:notaport/db").is_err());
-        assert!(Config::from_url("postgres://x@h/db?sslmode=verify-full").is_err());
         let e = Config::from_url(
             "postgres://x@h/db?max_connections=6&slow_threshold_us=500&max_queue_work_us=900&idle_timeout_ms=50",
         )
