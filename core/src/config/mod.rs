@@ -8,13 +8,18 @@ use std::time::Duration;
 
 use crate::Error;
 
+mod env;
+mod keyword;
 mod options;
+mod parse;
 mod pgpass;
+#[cfg(test)]
+mod tests;
 mod url;
 mod values;
 
-/// Settings of a connection service. Build one with [`Config::from_url`], or field by field
-/// from `Config::default()`.
+/// Settings of a connection service. Build one from a libpq connection string with
+/// [`Config::parse`], or field by field from `Config::default()`.
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Config {

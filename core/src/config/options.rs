@@ -101,6 +101,11 @@ pub(crate) fn unknown(name: &str) -> Error {
     }
 }
 
+/// Keywords whose value must never be echoed in an error.
+pub(crate) fn is_secret(name: &str) -> bool {
+    matches!(name, "password" | "sslpassword")
+}
+
 impl Config {
     /// Applies one connection-string keyword (libpq's or pgpipe's own, as in the keyword/value
     /// form) to this configuration, checking its value. An empty value leaves the setting as
