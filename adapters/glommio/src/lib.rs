@@ -145,7 +145,7 @@ impl<F: Future<Output = ()> + 'static> Spawn<F> for GlommioRuntime {
 /// Connects with a `postgres://` URL (options such as `pipeline_size` go in its query string).
 /// Must be called from a task of the glommio executor that will own the client.
 pub async fn connect(url: &str) -> Result<Client, Error> {
-    connect_with(Config::from_url(url)?).await
+    connect_with(Config::parse(url)?).await
 }
 
 /// Connects with a [`Config`] on the calling glommio executor (see [`GlommioRuntime::current`]).
