@@ -313,3 +313,21 @@ fn set_applies_one_keyword() {
     assert!(c.set("nope", "1").is_err());
     assert!(c.set("nope", "").is_err());
 }
+
+#[test]
+fn every_keyword_and_variable_is_documented() {
+    let doc = include_str!("../../../../docs/CONNECTING.md");
+    for k in KEYWORDS {
+        assert!(
+            doc.contains(&format!("`{}`", k.name)),
+            "{} missing from docs/CONNECTING.md",
+            k.name
+        );
+        if let Some(var) = k.env {
+            assert!(
+                doc.contains(&format!("`{var}`")),
+                "{var} missing from docs/CONNECTING.md"
+            );
+        }
+    }
+}
