@@ -164,7 +164,7 @@ fn connect_tcp(host: &str, port: u16, options: &TcpOptions) -> io::Result<std::n
 /// Connects with a `postgres://` URL (options such as `pipeline_size` go in its query string).
 /// Must be called from a task of the glommio executor that will own the client.
 pub async fn connect(url: &str) -> Result<Client, Error> {
-    connect_with(Config::from_url(url)?).await
+    connect_with(Config::parse(url)?).await
 }
 
 /// Connects with a [`Config`] on the calling glommio executor (see [`GlommioRuntime::current`]).

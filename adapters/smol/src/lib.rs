@@ -154,7 +154,7 @@ async fn connect_tcp(
 
 /// Connects with a `postgres://` URL (options such as `pipeline_size` go in its query string).
 pub async fn connect(url: &str) -> Result<Client, Error> {
-    connect_with(Config::from_url(url)?).await
+    connect_with(Config::parse(url)?).await
 }
 
 /// Connects with a [`Config`], running connection tasks on smol's global executor. That

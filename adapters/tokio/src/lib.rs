@@ -166,7 +166,7 @@ impl<F: Future<Output = ()> + Send + 'static> Spawn<F> for TokioRuntime {
 /// Connects with a `postgres://` URL (options such as `pipeline_size` go in its query string),
 /// on the tokio runtime the caller runs in.
 pub async fn connect(url: &str) -> Result<Client, Error> {
-    connect_with(Config::from_url(url)?).await
+    connect_with(Config::parse(url)?).await
 }
 
 /// Connects with a [`Config`] on the tokio runtime the caller runs in; fails with [`Error::Io`]

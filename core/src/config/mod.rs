@@ -8,9 +8,18 @@ use std::time::Duration;
 
 use crate::Error;
 
+mod env;
+mod keyword;
+mod options;
+mod parse;
+mod pgpass;
+#[cfg(test)]
+mod tests;
 mod url;
+mod values;
 
-/// Settings of a connection service. Build one with [`Config::from_url`] or field by field.
+/// Settings of a connection service. Build one from a libpq connection string with
+/// [`Config::parse`], or field by field from `Config::default()`.
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Config {
@@ -50,7 +59,9 @@ pub struct Config {
     /// Prepared statements cached per connection; the least recently used is closed on overflow
     /// (`statement_cache_size`, default 256).
     pub statement_cache_size: usize,
-    /// Deadline for connecting and authenticating (`connect_timeout` in seconds, default 10).
+    /// Deadline for connecting and authenticating (`connect_timeout` in seconds, default 10;
+    /// as in libpq, 1 means 2). No timeout (`connect_timeout` 0, negative or empty) is
+    /// [`Config::NO_CONNECT_TIMEOUT`].
     pub connect_timeout: Duration,
     /// Deadline per query, measured from submission; `None` waits forever (`query_timeout` in
     /// milliseconds). On expiry the caller gets `Error::Timeout` and the unit is drained and discarded.
@@ -145,8 +156,14 @@ impl fmt::Debug for Config {
 }
 
 impl Config {
-    /// Checks the limits that the service relies on.
+    /// `connect_timeout` meaning "wait forever" (libpq's `connect_timeout=0`): about 136
+    /// years, so `now + connect_timeout` cannot overflow; compare with it to skip the timer.
+    pub const NO_CONNECT_TIMEOUT: Duration = Duration::from_secs(u32::MAX as u64);
+
+    /// Checks the limits that the service relies on, and combinations of settings that
+    /// libpq refuses.
     pub fn validate(&self) -> Result<(), Error> {
+        self.validate_tls()?;
         if self.pipeline_size == 0 {
             return Err(bad("pipeline_size must be at least 1"));
         }
@@ -161,6 +178,39 @@ impl Config {
         }
         if self.statement_cache_size == 0 {
             return Err(bad("statement_cache_size must be at least 1"));
+        }
+        Ok(())
+    }
+
+    fn validate_tls(&self) -> Result<(), Error> {
+        let mode = options::ssl_mode_name(self.tls.mode);
+        let strong = matches!(
+            self.tls.mode,
+            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull
+        );
+        if self.tls.root_cert == Some(RootCert::System) && self.tls.mode != SslMode::VerifyFull {
+            return Err(bad(&format!(
+                "sslmode={mode} is too weak for sslrootcert=system, which needs sslmode=verify-full"
+            )));
+        }
+        if self.tls.negotiation == SslNegotiation::Direct && !strong {
+            return Err(bad(&format!(
+                "sslnegotiation=direct needs sslmode require, verify-ca or verify-full (sslmode is {mode})"
+            )));
+        }
+        if self.channel_binding == ChannelBinding::Require && self.tls.mode == SslMode::Disable {
+            return Err(bad(
+                "channel_binding=require needs TLS, but sslmode=disable turns it off",
+            ));
+        }
+        if self
+            .tls
+            .max_version
+            .is_some_and(|max| max < self.tls.min_version)
+        {
+            return Err(bad(
+                "ssl_max_protocol_version is lower than ssl_min_protocol_version",
+            ));
         }
         Ok(())
     }
@@ -182,6 +232,18 @@ impl Config {
 
 pub(crate) fn bad(msg: &str) -> Error {
     Error::Config(msg.to_owned())
+}
+
+/// A fresh directory under the system temp directory, for tests that need real files.
+#[cfg(test)]
+pub(crate) fn test_dir(name: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("pgpipe-{name}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create test dir");
+    dir
 }
 
 /// `sslmode`: whether TLS is used and what is verified, with libpq's meaning of each value.

@@ -1,126 +1,165 @@
-//! The `postgres://` URL form and options set by key.
+//! The URL form, `postgres://user:password@host:port/dbname?key=value&...`, split into the
+//! same `(keyword, value)` pairs as the keyword/value form.
 
-use std::time::Duration;
-
+use super::options::is_secret;
 use super::{bad, Config};
 use crate::Error;
 
-impl Config {
-    /// Parses `postgres://user:password@host:port/dbname?key=value&...` (also `postgresql://`).
-    /// Percent-escapes are decoded. Unknown keys are an error, so a typo is not silently ignored.
-    pub fn from_url(url: &str) -> Result<Config, Error> {
-        let rest = url
-            .strip_prefix("postgres://")
-            .or_else(|| url.strip_prefix("postgresql://"))
-            .ok_or_else(|| bad("URL must start with postgres:// or postgresql://"))?;
-        let mut cfg = Config::default();
-        let (main, query) = match rest.split_once('?') {
-            Some((m, q)) => (m, Some(q)),
-            None => (rest, None),
-        };
-        let (authority, path) = match main.split_once('/') {
-            Some((a, p)) => (a, p),
-            None => (main, ""),
-        };
-        let hostport = match authority.rsplit_once('@') {
-            Some((userinfo, hp)) => {
-                match userinfo.split_once(':') {
-                    Some((u, p)) => {
-                        cfg.user = decode(u)?;
-                        cfg.password = Some(decode(p)?);
-                    }
-                    None => cfg.user = decode(userinfo)?,
-                }
-                hp
-            }
-            None => authority,
-        };
-        if !hostport.is_empty() {
-            let (host, port) = if let Some(stripped) = hostport.strip_prefix('[') {
-                let (h, after) = stripped
-                    .split_once(']')
-                    .ok_or_else(|| bad("unterminated [ in host"))?;
-                (h, after.strip_prefix(':'))
-            } else {
-                match hostport.rsplit_once(':') {
-                    Some((h, p)) => (h, Some(p)),
-                    None => (hostport, None),
-                }
-            };
-            if !host.is_empty() {
-                cfg.host = decode(host)?;
-            }
-            if let Some(p) = port {
-                cfg.port = p.parse().map_err(|_| bad(&format!("invalid port {p:?}")))?;
-            }
-        }
-        cfg.dbname = decode(path)?;
-        if let Some(q) = query {
-            for pair in q.split('&').filter(|p| !p.is_empty()) {
-                let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-                cfg.set(&decode(k)?, &decode(v)?)?;
-            }
-        }
-        cfg.validate()?;
-        Ok(cfg)
-    }
+const SCHEMES: [&str; 2] = ["postgresql://", "postgres://"];
 
-    /// Sets one option by its URL key.
-    pub fn set(&mut self, key: &str, value: &str) -> Result<(), Error> {
-        fn num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, Error> {
-            v.parse()
-                .map_err(|_| bad(&format!("{key}={v:?} is not a valid number")))
+impl Config {
+    /// Parses a `postgres://` or `postgresql://` URL, like [`Config::parse`] (environment
+    /// defaults and the password file included), but refuses the keyword/value form.
+    pub fn from_url(url: &str) -> Result<Config, Error> {
+        if !is_url(url) {
+            return Err(bad("URL must start with postgres:// or postgresql://"));
         }
-        match key {
-            "pipeline_size" => self.pipeline_size = num(key, value)?,
-            "max_in_flight" => self.max_in_flight = num(key, value)?,
-            "mailbox_size" => self.mailbox_size = num(key, value)?,
-            "statement_cache_size" => self.statement_cache_size = num(key, value)?,
-            "connect_timeout" => self.connect_timeout = Duration::from_secs(num(key, value)?),
-            "query_timeout" => {
-                let ms: u64 = num(key, value)?;
-                self.query_timeout = (ms > 0).then(|| Duration::from_millis(ms));
-            }
-            "retry_not_dispatched" => {
-                self.retry_not_dispatched = match value {
-                    "true" | "1" | "on" => true,
-                    "false" | "0" | "off" => false,
-                    _ => return Err(bad(&format!("{key}={value:?} is not a boolean"))),
-                }
-            }
-            "pinned_size" => self.pinned_size = num(key, value)?,
-            "max_connections" => self.max_connections = num(key, value)?,
-            "slow_threshold_us" => self.slow_threshold = Duration::from_micros(num(key, value)?),
-            "max_queue_work_us" => self.max_queue_work = Duration::from_micros(num(key, value)?),
-            "idle_timeout_ms" => self.idle_timeout = Duration::from_millis(num(key, value)?),
-            "guard" => {
-                self.guard = match value {
-                    "default" => crate::guard::Mode::Default,
-                    "strict" => crate::guard::Mode::Strict,
-                    _ => return Err(bad(&format!("guard={value:?}: expected default or strict"))),
-                }
-            }
-            "application_name" => self.application_name = Some(value.to_owned()),
-            "user" => self.user = value.to_owned(),
-            "password" => self.password = Some(value.to_owned()),
-            "dbname" => self.dbname = value.to_owned(),
-            "host" => self.host = value.to_owned(),
-            "port" => self.port = num(key, value)?,
-            "sslmode" => {
-                // TLS is not implemented yet; only modes that allow plaintext are accepted.
-                if !matches!(value, "disable" | "allow" | "prefer") {
-                    return Err(bad(&format!(
-                        "sslmode={value} needs TLS, which pgpipe does not support yet"
-                    )));
-                }
-            }
-            _ => return Err(bad(&format!("unknown option {key:?}"))),
-        }
-        Ok(())
+        Config::parse(url)
     }
 }
 
-fn decode(s: &str) -> Result<String, Error> {
+/// Whether `s` is in the URL form (libpq decides by the prefix alone).
+pub(crate) fn is_url(s: &str) -> bool {
+    SCHEMES.iter().any(|p| s.starts_with(p))
+}
+
+/// Splits a URL into keyword/value pairs: the parts before `?` first, then the query
+/// parameters in order, so `?host=` overrides the host of the authority. Everything is
+/// percent-decoded. An empty part sets nothing.
+pub(crate) fn split(url: &str) -> Result<Vec<(String, String)>, Error> {
+    let rest = SCHEMES
+        .iter()
+        .find_map(|p| url.strip_prefix(p))
+        .ok_or_else(|| bad("URL must start with postgres:// or postgresql://"))?;
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    // An '@' after the authority usually means a password with an unencoded '/', '?' or '#';
+    // then the "host" and "port" may be pieces of the password and are not echoed in errors.
+    let quiet = tail.contains('@');
+    let mut pairs = Vec::new();
+
+    let hosts = match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => {
+            let (user, password) = match userinfo.split_once(':') {
+                Some((u, p)) => (u, Some(p)),
+                None => (userinfo, None),
+            };
+            push(&mut pairs, "user", decode(user, "the user name")?);
+            if let Some(p) = password {
+                push(&mut pairs, "password", decode(p, "the password")?);
+            }
+            hosts
+        }
+        None => authority,
+    };
+    let list: Vec<&str> = hosts.split(',').collect();
+    if list.len() > 1 {
+        return Err(if quiet {
+            bad(&format!(
+                "{}; {}",
+                "the URL lists several hosts", ENCODE_HINT
+            ))
+        } else {
+            bad(&format!(
+                "the URL lists {} hosts ({}); lists of hosts are not supported yet, give one",
+                list.len(),
+                list.join(", ")
+            ))
+        });
+    }
+    let (host, port) = host_port(hosts, quiet)?;
+    push(&mut pairs, "host", host);
+    push(&mut pairs, "port", port);
+
+    let (path, query) = match tail.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (tail, None),
+    };
+    let dbname = path.strip_prefix('/').unwrap_or(path);
+    push(&mut pairs, "dbname", decode(dbname, "the database name")?);
+
+    for param in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let Some((k, v)) = param.split_once('=') else {
+            return Err(match pairs.last() {
+                Some((k, _)) if is_secret(k) => bad(&format!(
+                    "a URL parameter after {k:?} has no \"=\"; {ENCODE_HINT}"
+                )),
+                _ => bad(&format!(
+                    "URL parameter {param:?} has no value (expected key=value)"
+                )),
+            });
+        };
+        let key = decode(k, "a parameter name")?;
+        let what = if is_secret(&key) {
+            "the password".to_owned()
+        } else {
+            format!("{key:?}")
+        };
+        let value = decode(v, &format!("the value of {what}"))?;
+        if key == "ssl" {
+            // libpq's JDBC-compatible spelling.
+            if value != "true" {
+                return Err(bad(&format!(
+                    "ssl={value:?}: only ssl=true (meaning sslmode=require) is accepted"
+                )));
+            }
+            pairs.push(("sslmode".into(), "require".into()));
+        } else {
+            pairs.push((key, value));
+        }
+    }
+    Ok(pairs)
+}
+
+const ENCODE_HINT: &str =
+    "if the password contains '/', '?', '#', '@', ':', ',' or '&', percent-encode it (%2F, %3F, %23, %40, %3A, %2C, %26)";
+
+fn push(pairs: &mut Vec<(String, String)>, key: &str, value: String) {
+    if !value.is_empty() {
+        pairs.push((key.to_owned(), value));
+    }
+}
+
+/// `host`, `host:port`, `[v6]` or `[v6]:port`, each part percent-decoded.
+fn host_port(s: &str, quiet: bool) -> Result<(String, String), Error> {
+    let (host, port) = if let Some(inner) = s.strip_prefix('[') {
+        let (h, after) = inner.split_once(']').ok_or_else(|| {
+            bad("unterminated [ in the host of the URL (an IPv6 address is written [::1])")
+        })?;
+        match after {
+            "" => (h, ""),
+            _ => match after.strip_prefix(':') {
+                Some(p) => (h, p),
+                None => {
+                    return Err(bad(
+                        "unexpected text after ] in the host of the URL (expected :port)",
+                    ))
+                }
+            },
+        }
+    } else {
+        s.split_once(':').unwrap_or((s, ""))
+    };
+    let host = decode(host, "the host")?;
+    let port = decode(port, "the port")?;
+    if !port.is_empty() && !port.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(if quiet {
+            bad(&format!("the URL has an invalid port; {ENCODE_HINT}"))
+        } else if port.contains(':') || host.is_empty() {
+            bad(&format!(
+                "invalid port {port:?} in the URL (an IPv6 address must be in brackets: [::1]:5432)"
+            ))
+        } else {
+            bad(&format!(
+                "invalid port {port:?} in the URL (expected a number)"
+            ))
+        });
+    }
+    Ok((host, port))
+}
+
+/// Percent-decoding. Errors name the part, never its text: it may be a password.
+fn decode(s: &str, what: &str) -> Result<String, Error> {
     if !s.contains('%') {
         return Ok(s.to_owned());
     }
@@ -129,59 +168,179 @@ fn decode(s: &str) -> Result<String, Error> {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%' {
-            let hex = s
+            let byte = s
                 .get(i + 1..i + 3)
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| bad("invalid percent-escape in URL"))?;
-            out.push(hex);
+                .ok_or_else(|| {
+                    bad(&format!(
+                        "invalid percent-escape in {what} in the URL (expected % and two hex digits)"
+                    ))
+                })?;
+            if byte == 0 {
+                return Err(bad(&format!("%00 is not allowed (in {what} in the URL)")));
+            }
+            out.push(byte);
             i += 3;
         } else {
             out.push(b[i]);
             i += 1;
         }
     }
-    String::from_utf8(out).map_err(|_| bad("percent-escape decodes to invalid UTF-8"))
+    String::from_utf8(out).map_err(|_| {
+        bad(&format!(
+            "{what} in the URL percent-decodes to invalid UTF-8"
+        ))
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn parses_full_url() {
-        let c = Config::from_url(
-            "postgres://al%40ice:p%3Aw@db.local:6543/app?pipeline_size=2&max_in_flight=8&query_timeout=250",
-        )
-        .unwrap();
-        assert_eq!(c.user, "al@ice");
-        assert_eq!(c.password.as_deref(), Some("p:w"));
-        assert_eq!(c.host, "db.local");
-        assert_eq!(c.port, 6543);
-        assert_eq!(c.dbname, "app");
-        assert_eq!(c.pipeline_size, 2);
-        assert_eq!(c.max_in_flight, 8);
-        assert_eq!(c.query_timeout, Some(Duration::from_millis(250)));
+    fn pairs(s: &str) -> Vec<(String, String)> {
+        split(s).unwrap_or_else(|e| panic!("{s:?}: {e}"))
     }
 
     #[test]
-    fn defaults_and_errors() {
-        let c = Config::from_url("postgresql://bob@[::1]").unwrap();
-        assert_eq!(c.host, "::1");
-        assert_eq!(c.port, 5432);
-        assert_eq!(c.database(), "bob");
-        assert_eq!(c.pipeline_size, 4);
-        assert!(Config::from_url("mysql://x").is_err());
-        assert!(Config::from_url("postgres://x@h/db?pipline_size=2").is_err());
-        assert!(Config::from_url("postgres://x@h/db?pipeline_size=0").is_err());
-        assert!(Config::from_url("postgres://x@h:notaport/db").is_err());
-        assert!(Config::from_url("postgres://x@h/db?sslmode=verify-full").is_err());
-        let e = Config::from_url(
-            "postgres://x@h/db?max_connections=6&slow_threshold_us=500&max_queue_work_us=900&idle_timeout_ms=50",
-        )
-        .unwrap();
-        assert_eq!(e.max_connections, 6);
-        assert_eq!(e.slow_threshold, Duration::from_micros(500));
-        assert_eq!(e.max_queue_work, Duration::from_micros(900));
-        assert_eq!(e.idle_timeout, Duration::from_millis(50));
+    fn splits_urls() {
+        let table: &[(&str, &[(&str, &str)])] = &[
+            ("postgres://", &[]),
+            ("postgresql://", &[]),
+            ("postgres:///", &[]),
+            ("postgres://h", &[("host", "h")]),
+            ("postgres://h:5433", &[("host", "h"), ("port", "5433")]),
+            ("postgres://h:/db", &[("host", "h"), ("dbname", "db")]),
+            (
+                "postgres://u@h/db",
+                &[("user", "u"), ("host", "h"), ("dbname", "db")],
+            ),
+            (
+                "postgres://al%40ice:p%3Aw%2F%3F@db.local:6543/my%20db",
+                &[
+                    ("user", "al@ice"),
+                    ("password", "p:w/?"),
+                    ("host", "db.local"),
+                    ("port", "6543"),
+                    ("dbname", "my db"),
+                ],
+            ),
+            ("postgres://u:@h", &[("user", "u"), ("host", "h")]),
+            ("postgres://:pw@h", &[("password", "pw"), ("host", "h")]),
+            (
+                "postgres://u:p@ss@h",
+                &[("user", "u"), ("password", "p@ss"), ("host", "h")],
+            ),
+            (
+                "postgres://[::1]:5432/db",
+                &[("host", "::1"), ("port", "5432"), ("dbname", "db")],
+            ),
+            ("postgres://[::1]", &[("host", "::1")]),
+            (
+                "postgres://[fe80::1%25eth0]:1",
+                &[("host", "fe80::1%eth0"), ("port", "1")],
+            ),
+            (
+                "postgres://%2Fvar%2Frun%2Fpostgresql/db",
+                &[("host", "/var/run/postgresql"), ("dbname", "db")],
+            ),
+            (
+                "postgres:///db?host=/var/run/postgresql",
+                &[("dbname", "db"), ("host", "/var/run/postgresql")],
+            ),
+            (
+                "postgres://h/db?host=%2Ftmp&port=6000",
+                &[
+                    ("host", "h"),
+                    ("dbname", "db"),
+                    ("host", "/tmp"),
+                    ("port", "6000"),
+                ],
+            ),
+            (
+                "postgres://h?sslmode=require",
+                &[("host", "h"), ("sslmode", "require")],
+            ),
+            (
+                "postgres://h/?ssl=true",
+                &[("host", "h"), ("sslmode", "require")],
+            ),
+            (
+                "postgres://h/db?a=1&&b=",
+                &[("host", "h"), ("dbname", "db"), ("a", "1"), ("b", "")],
+            ),
+            (
+                "postgres://h/db?options=-c%20x%3D1&application_name=a+b",
+                &[
+                    ("host", "h"),
+                    ("dbname", "db"),
+                    ("options", "-c x=1"),
+                    ("application_name", "a+b"),
+                ],
+            ),
+            (
+                "postgres://h/db?options=-c x=1",
+                &[("host", "h"), ("dbname", "db"), ("options", "-c x=1")],
+            ),
+        ];
+        for (s, want) in table {
+            let want: Vec<(String, String)> = want
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            assert_eq!(pairs(s), want, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn url_errors() {
+        let table = [
+            ("mysql://h", "must start with postgres://"),
+            (
+                "postgres://a:1,b:2/db",
+                "lists 2 hosts (a:1, b:2); lists of hosts are not supported yet",
+            ),
+            ("postgres://[::1/db", "unterminated ["),
+            ("postgres://[::1]x/db", "unexpected text after ]"),
+            ("postgres://::1/db", "must be in brackets"),
+            ("postgres://h:port/db", "invalid port \"port\""),
+            (
+                "postgres://h/d%zzb",
+                "invalid percent-escape in the database name",
+            ),
+            (
+                "postgres://h/d%4",
+                "invalid percent-escape in the database name",
+            ),
+            ("postgres://h/d%00", "%00 is not allowed"),
+            ("postgres://h/d%ff", "invalid UTF-8"),
+            (
+                "postgres://h/db?sslmode",
+                "URL parameter \"sslmode\" has no value",
+            ),
+            ("postgres://h/db?ssl=1", "only ssl=true"),
+        ];
+        for (s, want) in table {
+            let e = split(s).expect_err(s).to_string();
+            assert!(e.contains(want), "{s:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn url_errors_keep_passwords_out() {
+        let table = [
+            "postgres://u:s3cr%zzet@h/db",
+            "postgres://u:s3cr/et@h/db",
+            "postgres://u:s3cr?et@h/db",
+            "postgres://u:s3cr,et/x@h/db",
+            "postgres://h/db?password=s3cr%zzet",
+            "postgres://h/db?password=s3cr&et",
+        ];
+        for s in table {
+            let e = split(s).expect_err(s).to_string();
+            assert!(
+                !e.contains("s3cr") && !e.contains("et@") && !e.contains("\"et"),
+                "{s:?}: {e}"
+            );
+        }
     }
 }

@@ -1,0 +1,317 @@
+//! Setting one keyword: the single place where every connection-string keyword, from either
+//! form or from the environment, is checked and applied to a [`Config`].
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::values::{
+    boolean, choice, connect_timeout, not_yet, num, one_of_list, port, positive, tls_version,
+    too_big,
+};
+use super::{bad, ChannelBinding, Config, RootCert, SslMode, SslNegotiation};
+use crate::Error;
+
+/// A keyword and the environment variable libpq reads as its default.
+pub(crate) struct Keyword {
+    pub(crate) name: &'static str,
+    pub(crate) env: Option<&'static str>,
+}
+
+const fn kw(name: &'static str, env: Option<&'static str>) -> Keyword {
+    Keyword { name, env }
+}
+
+/// Every keyword, in the order parsing applies them: a later one may overwrite an earlier one
+/// (`application_name` beats `fallback_application_name`, `sslmode` beats `requiressl`).
+pub(crate) const KEYWORDS: &[Keyword] = &[
+    kw("host", Some("PGHOST")),
+    kw("hostaddr", Some("PGHOSTADDR")),
+    kw("port", Some("PGPORT")),
+    kw("user", Some("PGUSER")),
+    kw("password", Some("PGPASSWORD")),
+    kw("passfile", Some("PGPASSFILE")),
+    kw("dbname", Some("PGDATABASE")),
+    kw("connect_timeout", Some("PGCONNECT_TIMEOUT")),
+    kw("fallback_application_name", None),
+    kw("application_name", Some("PGAPPNAME")),
+    kw("options", Some("PGOPTIONS")),
+    kw("client_encoding", Some("PGCLIENTENCODING")),
+    kw("requiressl", Some("PGREQUIRESSL")),
+    kw("sslmode", Some("PGSSLMODE")),
+    kw("sslrootcert", Some("PGSSLROOTCERT")),
+    kw("sslcert", Some("PGSSLCERT")),
+    kw("sslkey", Some("PGSSLKEY")),
+    kw("sslpassword", None),
+    kw("sslcertmode", Some("PGSSLCERTMODE")),
+    kw("sslcrl", Some("PGSSLCRL")),
+    kw("sslcrldir", Some("PGSSLCRLDIR")),
+    kw("sslnegotiation", Some("PGSSLNEGOTIATION")),
+    kw("sslsni", Some("PGSSLSNI")),
+    kw("sslcompression", Some("PGSSLCOMPRESSION")),
+    kw("ssl_min_protocol_version", Some("PGSSLMINPROTOCOLVERSION")),
+    kw("ssl_max_protocol_version", Some("PGSSLMAXPROTOCOLVERSION")),
+    kw("channel_binding", Some("PGCHANNELBINDING")),
+    kw("keepalives", None),
+    kw("keepalives_idle", None),
+    kw("keepalives_interval", None),
+    kw("keepalives_count", None),
+    kw("tcp_user_timeout", None),
+    kw("target_session_attrs", Some("PGTARGETSESSIONATTRS")),
+    kw("load_balance_hosts", Some("PGLOADBALANCEHOSTS")),
+    kw("gssencmode", Some("PGGSSENCMODE")),
+    kw("krbsrvname", Some("PGKRBSRVNAME")),
+    kw("gsslib", Some("PGGSSLIB")),
+    kw("gssdelegation", Some("PGGSSDELEGATION")),
+    kw("require_auth", Some("PGREQUIREAUTH")),
+    kw("requirepeer", Some("PGREQUIREPEER")),
+    kw("service", Some("PGSERVICE")),
+    kw("servicefile", None),
+    kw("replication", None),
+    // pgpipe's own settings.
+    kw("pipeline_size", None),
+    kw("max_in_flight", None),
+    kw("mailbox_size", None),
+    kw("statement_cache_size", None),
+    kw("query_timeout", None),
+    kw("retry_not_dispatched", None),
+    kw("pinned_size", None),
+    kw("guard", None),
+    kw("max_connections", None),
+    kw("slow_threshold_us", None),
+    kw("max_queue_work_us", None),
+    kw("idle_timeout_ms", None),
+];
+
+/// Position of `name` in [`KEYWORDS`].
+pub(crate) fn lookup(name: &str) -> Option<usize> {
+    KEYWORDS.iter().position(|k| k.name == name)
+}
+
+/// The error for a keyword not in [`KEYWORDS`], with the nearest known one as a hint.
+pub(crate) fn unknown(name: &str) -> Error {
+    let near = KEYWORDS
+        .iter()
+        .map(|k| (edit_distance(name, k.name), k.name))
+        .min()
+        .filter(|&(d, _)| d <= 2);
+    match near {
+        Some((_, k)) => bad(&format!("unknown keyword {name:?} (did you mean {k:?}?)")),
+        None => bad(&format!("unknown keyword {name:?}")),
+    }
+}
+
+/// Keywords whose value must never be echoed in an error.
+pub(crate) fn is_secret(name: &str) -> bool {
+    matches!(name, "password" | "sslpassword")
+}
+
+impl Config {
+    /// Applies one connection-string keyword (libpq's or pgpipe's own, as in the keyword/value
+    /// form) to this configuration, checking its value. An empty value leaves the setting as
+    /// it is, as libpq treats an empty value as not set (except `connect_timeout`, where it
+    /// means no timeout). Settings that depend on each other (`sslrootcert=system` and
+    /// `sslmode`, defaults, the password file) are resolved by [`Config::parse`];
+    /// [`Config::validate`] checks the combinations. `passfile` reads the password file at
+    /// once, for the host, port, database and user set so far, if no password is set.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), Error> {
+        if lookup(key).is_none() {
+            return Err(unknown(key));
+        }
+        if value.is_empty() {
+            if key == "connect_timeout" {
+                self.connect_timeout = Config::NO_CONNECT_TIMEOUT;
+            }
+            return Ok(());
+        }
+        let v = value;
+        match key {
+            "host" => self.host = one_of_list(key, v)?.to_owned(),
+            "hostaddr" => {
+                let a = one_of_list(key, v)?;
+                self.hostaddr = Some(a.parse::<IpAddr>().map_err(|_| {
+                    bad(&format!("hostaddr={a:?} is not an IP address (a host name goes in host)"))
+                })?);
+            }
+            "port" => self.port = port(one_of_list(key, v)?)?,
+            "user" => self.user = v.to_owned(),
+            "password" => self.password = Some(v.to_owned()),
+            "passfile" => {
+                if self.password.is_none() {
+                    self.password = super::pgpass::lookup(std::path::Path::new(v), self);
+                }
+            }
+            "dbname" => self.dbname = v.to_owned(),
+            "connect_timeout" => self.connect_timeout = connect_timeout(v)?,
+            "application_name" | "fallback_application_name" => {
+                self.application_name = Some(v.to_owned())
+            }
+            "options" => self.options = Some(v.to_owned()),
+            "client_encoding" => {
+                let norm: String = v.chars().filter(char::is_ascii_alphanumeric).collect();
+                if !matches!(norm.to_ascii_lowercase().as_str(), "utf8" | "unicode") {
+                    return Err(bad(&format!(
+                        "client_encoding={v:?} is not supported: pgpipe exchanges text as UTF-8, \
+                         so only UTF8 is accepted (or leave it unset)"
+                    )));
+                }
+            }
+            "requiressl" => {
+                if boolean(key, v)? {
+                    self.tls.mode = SslMode::Require;
+                }
+            }
+            "sslmode" => self.tls.mode = choice(key, v, SSL_MODES)?,
+            "sslrootcert" => {
+                self.tls.root_cert = Some(match v {
+                    "system" => RootCert::System,
+                    path => RootCert::File(PathBuf::from(path)),
+                })
+            }
+            "sslcert" => self.tls.cert = Some(PathBuf::from(v)),
+            "sslkey" => self.tls.key = Some(PathBuf::from(v)),
+            "sslnegotiation" => {
+                let modes = [("postgres", SslNegotiation::Postgres), ("direct", SslNegotiation::Direct)];
+                self.tls.negotiation = choice(key, v, &modes)?;
+            }
+            "sslsni" => self.tls.sni = boolean(key, v)?,
+            "sslcompression" => {
+                // Modern libpq accepts and ignores it: TLS compression is gone everywhere.
+                boolean(key, v)?;
+            }
+            "ssl_min_protocol_version" => self.tls.min_version = tls_version(key, v)?,
+            "ssl_max_protocol_version" => self.tls.max_version = Some(tls_version(key, v)?),
+            "channel_binding" => {
+                let modes = [
+                    ("disable", ChannelBinding::Disable),
+                    ("prefer", ChannelBinding::Prefer),
+                    ("require", ChannelBinding::Require),
+                ];
+                self.channel_binding = choice(key, v, &modes)?;
+            }
+            "keepalives" => self.keepalives.enabled = boolean(key, v)?,
+            "keepalives_idle" => self.keepalives.idle = positive(key, v)?.map(Duration::from_secs),
+            "keepalives_interval" => {
+                self.keepalives.interval = positive(key, v)?.map(Duration::from_secs)
+            }
+            "keepalives_count" => {
+                self.keepalives.count = match positive(key, v)? {
+                    Some(n) => Some(u32::try_from(n).map_err(|_| too_big(key, v))?),
+                    None => None,
+                }
+            }
+            "tcp_user_timeout" => self.tcp_user_timeout = positive(key, v)?.map(Duration::from_millis),
+            "target_session_attrs" => {
+                let all = ["any", "read-write", "read-only", "primary", "standby", "prefer-standby"];
+                not_yet(key, v, &all, &["any"], "choosing among servers comes with host lists")?;
+            }
+            "load_balance_hosts" => {
+                not_yet(key, v, &["disable", "random"], &["disable"], "there is one host to connect to")?;
+            }
+            "gssencmode" => {
+                let all = ["disable", "prefer", "require"];
+                not_yet(key, v, &all, &["disable", "prefer"], "pgpipe does not implement GSSAPI")?;
+            }
+            // Only meaningful with GSSAPI, which pgpipe never uses.
+            "krbsrvname" | "gsslib" => {}
+            "gssdelegation" => {
+                boolean(key, v)?;
+            }
+            "sslcertmode" => {
+                let all = ["disable", "allow", "require"];
+                not_yet(key, v, &all, &["allow"], "the client certificate is sent when configured")?;
+            }
+            "sslpassword" => {
+                return Err(bad(
+                    "sslpassword is not supported: encrypted client keys cannot be used; give \
+                     an unencrypted key in sslkey (for example `openssl pkey -in enc.key -out plain.key`)",
+                ))
+            }
+            "sslcrl" | "sslcrldir" => {
+                return Err(bad(&format!(
+                    "{key}={v:?}: certificate revocation lists are not supported"
+                )))
+            }
+            "service" | "servicefile" => {
+                return Err(bad(&format!(
+                    "{key}={v:?}: connection service files are not supported; put the settings \
+                     in the connection string"
+                )))
+            }
+            "require_auth" | "requirepeer" => {
+                return Err(bad(&format!("{key}={v:?} is not supported yet")))
+            }
+            "replication" => {
+                if v == "database" || boolean(key, v)? {
+                    return Err(bad(&format!(
+                        "replication={v:?}: replication connections are not supported"
+                    )));
+                }
+            }
+            _ => self.set_own(key, v)?,
+        }
+        Ok(())
+    }
+
+    /// pgpipe's own settings.
+    fn set_own(&mut self, key: &str, v: &str) -> Result<(), Error> {
+        match key {
+            "pipeline_size" => self.pipeline_size = num(key, v)?,
+            "max_in_flight" => self.max_in_flight = num(key, v)?,
+            "mailbox_size" => self.mailbox_size = num(key, v)?,
+            "statement_cache_size" => self.statement_cache_size = num(key, v)?,
+            "query_timeout" => {
+                let ms: u64 = num(key, v)?;
+                self.query_timeout = (ms > 0).then(|| Duration::from_millis(ms));
+            }
+            "retry_not_dispatched" => self.retry_not_dispatched = boolean(key, v)?,
+            "pinned_size" => self.pinned_size = num(key, v)?,
+            "max_connections" => self.max_connections = num(key, v)?,
+            "slow_threshold_us" => self.slow_threshold = Duration::from_micros(num(key, v)?),
+            "max_queue_work_us" => self.max_queue_work = Duration::from_micros(num(key, v)?),
+            "idle_timeout_ms" => self.idle_timeout = Duration::from_millis(num(key, v)?),
+            "guard" => {
+                let modes = [
+                    ("default", crate::guard::Mode::Default),
+                    ("strict", crate::guard::Mode::Strict),
+                ];
+                self.guard = choice(key, v, &modes)?;
+            }
+            _ => return Err(unknown(key)),
+        }
+        Ok(())
+    }
+}
+
+const SSL_MODES: &[(&str, SslMode)] = &[
+    ("disable", SslMode::Disable),
+    ("allow", SslMode::Allow),
+    ("prefer", SslMode::Prefer),
+    ("require", SslMode::Require),
+    ("verify-ca", SslMode::VerifyCa),
+    ("verify-full", SslMode::VerifyFull),
+];
+
+/// libpq's spelling of a mode, for messages.
+pub(crate) fn ssl_mode_name(mode: SslMode) -> &'static str {
+    SSL_MODES
+        .iter()
+        .find(|(_, m)| *m == mode)
+        .map_or("?", |(n, _)| n)
+}
+
+/// Levenshtein distance, for the "did you mean" hint.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}

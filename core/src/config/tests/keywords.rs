@@ -1,0 +1,333 @@
+//! Every keyword, in both forms, and the errors for bad values.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::PathBuf;
+
+use super::*;
+use crate::config::options::KEYWORDS;
+use crate::guard::Mode;
+
+type Check = fn(&Config) -> bool;
+
+/// `keyword=value` strings and what they must set. Each is also parsed as a URL query
+/// parameter (`postgres://?keyword=value`, percent-encoded).
+const ACCEPTED: &[(&str, Check)] = &[
+    ("host=db.example", |c| c.host == "db.example"),
+    ("host=/var/run/postgresql", |c| {
+        c.host == "/var/run/postgresql"
+    }),
+    ("host=@abstract", |c| c.host == "@abstract"),
+    ("hostaddr=10.1.2.3", |c| {
+        c.hostaddr == Some(IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3))) && c.host == "10.1.2.3"
+    }),
+    ("hostaddr=::1", |c| {
+        c.hostaddr == Some(IpAddr::V6(Ipv6Addr::LOCALHOST))
+    }),
+    ("host=db hostaddr=10.0.0.9", |c| {
+        c.host == "db" && c.hostaddr.is_some()
+    }),
+    ("port=6543", |c| c.port == 6543),
+    ("port=' 6543 '", |c| c.port == 6543),
+    ("user=alice", |c| c.user == "alice" && c.dbname == "alice"),
+    ("password=pw", |c| c.password.as_deref() == Some("pw")),
+    ("password=''", |c| c.password.is_none()),
+    ("passfile=/nonexistent/pgpass", |c| c.password.is_none()),
+    ("dbname=app", |c| c.dbname == "app" && c.user == "tester"),
+    ("connect_timeout=30", |c| c.connect_timeout == secs(30)),
+    ("connect_timeout=1", |c| c.connect_timeout == secs(2)),
+    ("connect_timeout=0", |c| {
+        c.connect_timeout == Config::NO_CONNECT_TIMEOUT
+    }),
+    ("connect_timeout=-5", |c| {
+        c.connect_timeout == Config::NO_CONNECT_TIMEOUT
+    }),
+    ("connect_timeout=''", |c| {
+        c.connect_timeout == Config::NO_CONNECT_TIMEOUT
+    }),
+    ("application_name=app", |c| {
+        c.application_name.as_deref() == Some("app")
+    }),
+    ("fallback_application_name=fb", |c| {
+        c.application_name.as_deref() == Some("fb")
+    }),
+    ("application_name=app fallback_application_name=fb", |c| {
+        c.application_name.as_deref() == Some("app")
+    }),
+    ("application_name='' fallback_application_name=fb", |c| {
+        c.application_name.as_deref() == Some("fb")
+    }),
+    ("options='-c search_path=app'", |c| {
+        c.options.as_deref() == Some("-c search_path=app")
+    }),
+    ("client_encoding=UTF8", |_| true),
+    ("client_encoding=utf-8", |_| true),
+    ("client_encoding=unicode", |_| true),
+    ("sslmode=disable", |c| c.tls.mode == SslMode::Disable),
+    ("sslmode=allow", |c| c.tls.mode == SslMode::Allow),
+    ("sslmode=prefer", |c| c.tls.mode == SslMode::Prefer),
+    ("sslmode=require", |c| c.tls.mode == SslMode::Require),
+    ("sslmode=verify-ca", |c| c.tls.mode == SslMode::VerifyCa),
+    ("sslmode=verify-full", |c| c.tls.mode == SslMode::VerifyFull),
+    ("requiressl=1", |c| c.tls.mode == SslMode::Require),
+    ("requiressl=0", |c| c.tls.mode == SslMode::Prefer),
+    ("requiressl=1 sslmode=verify-ca", |c| {
+        c.tls.mode == SslMode::VerifyCa
+    }),
+    ("sslrootcert=/ca.pem", |c| {
+        c.tls.root_cert == Some(RootCert::File("/ca.pem".into()))
+    }),
+    ("sslrootcert=system", |c| {
+        c.tls.root_cert == Some(RootCert::System) && c.tls.mode == SslMode::VerifyFull
+    }),
+    ("sslrootcert=system sslmode=verify-full", |c| {
+        c.tls.mode == SslMode::VerifyFull
+    }),
+    ("sslcert=/c.pem sslkey=/k.pem", |c| {
+        c.tls.cert == Some(PathBuf::from("/c.pem")) && c.tls.key == Some(PathBuf::from("/k.pem"))
+    }),
+    ("sslpassword=''", |_| true),
+    ("sslcertmode=allow", |_| true),
+    ("sslnegotiation=postgres", |c| {
+        c.tls.negotiation == SslNegotiation::Postgres
+    }),
+    ("sslnegotiation=direct sslmode=require", |c| {
+        c.tls.negotiation == SslNegotiation::Direct
+    }),
+    ("sslsni=0", |c| !c.tls.sni),
+    ("sslsni=1", |c| c.tls.sni),
+    ("sslcompression=1", |_| true),
+    ("ssl_min_protocol_version=TLSv1.3", |c| {
+        c.tls.min_version == TlsVersion::Tls13
+    }),
+    ("ssl_max_protocol_version=tlsv1.2", |c| {
+        c.tls.max_version == Some(TlsVersion::Tls12)
+    }),
+    ("channel_binding=disable", |c| {
+        c.channel_binding == ChannelBinding::Disable
+    }),
+    ("channel_binding=prefer", |c| {
+        c.channel_binding == ChannelBinding::Prefer
+    }),
+    ("channel_binding=require", |c| {
+        c.channel_binding == ChannelBinding::Require
+    }),
+    ("keepalives=0", |c| !c.keepalives.enabled),
+    ("keepalives=1", |c| c.keepalives.enabled),
+    ("keepalives_idle=60", |c| {
+        c.keepalives.idle == Some(secs(60))
+    }),
+    ("keepalives_idle=0", |c| c.keepalives.idle.is_none()),
+    ("keepalives_interval=5", |c| {
+        c.keepalives.interval == Some(secs(5))
+    }),
+    ("keepalives_count=3", |c| c.keepalives.count == Some(3)),
+    ("tcp_user_timeout=2500", |c| {
+        c.tcp_user_timeout == Some(Duration::from_millis(2500))
+    }),
+    ("tcp_user_timeout=0", |c| c.tcp_user_timeout.is_none()),
+    ("target_session_attrs=any", |_| true),
+    ("load_balance_hosts=disable", |_| true),
+    ("gssencmode=disable", |_| true),
+    ("gssencmode=prefer", |_| true),
+    ("krbsrvname=postgres gsslib=gssapi gssdelegation=0", |_| {
+        true
+    }),
+    ("replication=0", |_| true),
+    // An empty value is "not set", so even refused keywords pass with one.
+    (
+        "sslcrl='' sslcrldir='' service='' servicefile='' require_auth='' requirepeer=''",
+        |_| true,
+    ),
+    ("pipeline_size=2", |c| c.pipeline_size == 2),
+    ("max_in_flight=8", |c| c.max_in_flight == 8),
+    ("mailbox_size=9", |c| c.mailbox_size == 9),
+    ("statement_cache_size=10", |c| c.statement_cache_size == 10),
+    ("query_timeout=250", |c| {
+        c.query_timeout == Some(Duration::from_millis(250))
+    }),
+    ("query_timeout=0", |c| c.query_timeout.is_none()),
+    ("retry_not_dispatched=false", |c| !c.retry_not_dispatched),
+    ("retry_not_dispatched=0", |c| !c.retry_not_dispatched),
+    ("pinned_size=3", |c| c.pinned_size == 3),
+    ("guard=strict", |c| c.guard == Mode::Strict),
+    ("max_connections=6", |c| c.max_connections == 6),
+    ("slow_threshold_us=500", |c| {
+        c.slow_threshold == Duration::from_micros(500)
+    }),
+    ("max_queue_work_us=900", |c| {
+        c.max_queue_work == Duration::from_micros(900)
+    }),
+    ("idle_timeout_ms=50", |c| {
+        c.idle_timeout == Duration::from_millis(50)
+    }),
+];
+
+/// The keyword/value string as URL query parameters.
+fn as_url(kv: &str) -> String {
+    let pairs = crate::config::keyword::split(kv).expect("split");
+    let query: Vec<String> = pairs
+        .iter()
+        .map(|(k, v)| format!("{k}={}", encode(v)))
+        .collect();
+    format!("postgres://?{}", query.join("&"))
+}
+
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[test]
+fn every_keyword_in_both_forms() {
+    for (kv, check) in ACCEPTED {
+        let c = ok(kv);
+        assert!(check(&c), "{kv:?}: {c:?}");
+        let url = as_url(kv);
+        assert_eq!(ok(&url), c, "{url:?} differs from {kv:?}");
+    }
+    // The table covers every keyword.
+    for k in KEYWORDS {
+        assert!(
+            ACCEPTED
+                .iter()
+                .any(|(kv, _)| kv.contains(&format!("{}=", k.name))),
+            "{} untested",
+            k.name
+        );
+    }
+}
+
+#[test]
+fn defaults_as_libpq() {
+    let c = ok("");
+    assert_eq!(
+        (c.host.as_str(), c.port, c.user.as_str(), c.dbname.as_str()),
+        ("localhost", 5432, "tester", "tester")
+    );
+    assert_eq!(c.password, None);
+    assert_eq!(c.application_name.as_deref(), Some("pgpipe"));
+    assert_eq!(c.connect_timeout, secs(10));
+    assert_eq!(c.tls, TlsConfig::default());
+    assert_eq!(c.pipeline_size, Config::default().pipeline_size);
+    assert_eq!(ok("postgres://"), c);
+    assert_eq!(ok("postgresql:///"), c);
+    assert_eq!(ok("  "), c);
+}
+
+#[test]
+fn url_and_keyword_forms_agree() {
+    let table = [
+        (
+            "postgres://al%40ice:p%20w@db.example:6543/app?sslmode=require&pipeline_size=2",
+            "user=al@ice password='p w' host=db.example port=6543 dbname=app sslmode=require pipeline_size=2",
+        ),
+        ("postgresql://[::1]:5433/db", "host=::1 port=5433 dbname=db"),
+        ("postgres:///db?host=/var/run/postgresql", "host=/var/run/postgresql dbname=db"),
+        ("postgres://%2Fvar%2Frun%2Fpostgresql/db", "dbname=db host=/var/run/postgresql"),
+        ("postgres://h/db?host=other&port=7", "host=h dbname=db host=other port=7"),
+        ("postgres://h?ssl=true", "host=h sslmode=require"),
+        ("postgres://u@h/db?options=-c%20statement_timeout%3D5s", "user=u host=h dbname=db options='-c statement_timeout=5s'"),
+    ];
+    for (url, kv) in table {
+        assert_eq!(ok(url), ok(kv), "{url:?} vs {kv:?}");
+    }
+    // Config::from_url takes URLs only; Config::parse takes both.
+    assert!(Config::from_url("host=h").is_err());
+    assert!(Config::from_url("postgres://u@h/db?sslmode=disable").is_ok());
+    assert!(Config::parse("host=h user=u dbname=db sslmode=disable").is_ok());
+}
+
+#[test]
+fn errors_name_the_keyword_value_and_what_is_accepted() {
+    let table = [
+        ("pipline_size=2", "unknown keyword \"pipline_size\" (did you mean \"pipeline_size\"?)"),
+        ("postgres://h/db?bogus=1", "unknown keyword \"bogus\""),
+        ("host=a,b", "host=\"a,b\" lists 2 values; lists of hosts are not supported yet"),
+        ("postgres://a:1,b:2/db", "the URL lists 2 hosts (a:1, b:2)"),
+        ("port=5432,5433", "lists of hosts are not supported yet"),
+        ("hostaddr=db.example", "hostaddr=\"db.example\" is not an IP address"),
+        ("port=0", "port=\"0\" is not a port number (1 to 65535)"),
+        ("port=70000", "port=\"70000\" is not a port number"),
+        ("connect_timeout=soon", "connect_timeout=\"soon\" is not an integer"),
+        ("client_encoding=LATIN1", "client_encoding=\"LATIN1\" is not supported: pgpipe exchanges text as UTF-8"),
+        ("sslmode=verify", "sslmode=\"verify\" is not valid; expected one of disable, allow, prefer, require, verify-ca, verify-full"),
+        ("sslrootcert=system sslmode=require", "sslmode=require is too weak for sslrootcert=system"),
+        ("sslpassword=x", "sslpassword is not supported: encrypted client keys"),
+        ("sslcrl=/crl.pem", "sslcrl=\"/crl.pem\": certificate revocation lists are not supported"),
+        ("sslcrldir=/crl", "sslcrldir=\"/crl\": certificate revocation lists are not supported"),
+        ("sslcertmode=require", "sslcertmode=\"require\" is not supported yet"),
+        ("sslnegotiation=direct", "sslnegotiation=direct needs sslmode require, verify-ca or verify-full (sslmode is prefer)"),
+        ("sslnegotiation=fast", "sslnegotiation=\"fast\" is not valid; expected one of postgres, direct"),
+        ("sslsni=maybe", "sslsni=\"maybe\" is not a boolean"),
+        ("ssl_min_protocol_version=TLSv1.1", "not supported: pgpipe speaks TLSv1.2 and TLSv1.3 only"),
+        ("ssl_max_protocol_version=TLSv1", "not supported"),
+        ("ssl_min_protocol_version=SSLv3", "expected TLSv1.2 or TLSv1.3"),
+        ("ssl_min_protocol_version=TLSv1.3 ssl_max_protocol_version=TLSv1.2", "ssl_max_protocol_version is lower"),
+        ("channel_binding=require sslmode=disable", "channel_binding=require needs TLS"),
+        ("channel_binding=always", "expected one of disable, prefer, require"),
+        ("keepalives=sometimes", "keepalives=\"sometimes\" is not a boolean"),
+        ("keepalives_count=9999999999", "keepalives_count=\"9999999999\" is too large"),
+        ("tcp_user_timeout=1s", "tcp_user_timeout=\"1s\" is not an integer"),
+        ("target_session_attrs=read-write", "target_session_attrs=\"read-write\" is not supported yet"),
+        ("target_session_attrs=primary", "not supported yet"),
+        ("target_session_attrs=master", "target_session_attrs=\"master\" is not valid; expected one of any, read-write"),
+        ("load_balance_hosts=random", "load_balance_hosts=\"random\" is not supported yet"),
+        ("load_balance_hosts=roundrobin", "is not valid"),
+        ("gssencmode=require", "gssencmode=\"require\" is not supported yet (pgpipe does not implement GSSAPI)"),
+        ("service=mydb", "service=\"mydb\": connection service files are not supported"),
+        ("servicefile=/s.conf", "connection service files are not supported"),
+        ("replication=database", "replication connections are not supported"),
+        ("replication=1", "replication connections are not supported"),
+        ("require_auth=scram-sha-256", "require_auth=\"scram-sha-256\" is not supported yet"),
+        ("requirepeer=postgres", "requirepeer=\"postgres\" is not supported yet"),
+        ("pipeline_size=0", "pipeline_size must be at least 1"),
+        ("pipeline_size=-1", "pipeline_size=\"-1\" is not a valid non-negative number"),
+        ("guard=lax", "guard=\"lax\" is not valid; expected one of default, strict"),
+        ("retry_not_dispatched=maybe", "retry_not_dispatched=\"maybe\" is not a boolean"),
+        ("=x", "unknown keyword \"\""),
+        ("host", "missing \"=\" after \"host\""),
+        ("options='-c x", "unterminated quoted string in the value of \"options\""),
+    ];
+    for (s, want) in table {
+        let e = err(s);
+        assert!(e.contains(want), "{s:?}:\n  got  {e}\n  want {want}");
+    }
+}
+
+#[test]
+fn set_applies_one_keyword() {
+    let mut c = Config::default();
+    c.set("sslmode", "verify-full").expect("sslmode");
+    c.set("pipeline_size", "3").expect("pipeline_size");
+    c.set("host", "").expect("empty is no change");
+    assert_eq!(
+        (c.tls.mode, c.pipeline_size, c.host.as_str()),
+        (SslMode::VerifyFull, 3, "127.0.0.1")
+    );
+    assert!(c.set("nope", "1").is_err());
+    assert!(c.set("nope", "").is_err());
+}
+
+#[test]
+fn every_keyword_and_variable_is_documented() {
+    let doc = include_str!("../../../../docs/CONNECTING.md");
+    for k in KEYWORDS {
+        assert!(
+            doc.contains(&format!("`{}`", k.name)),
+            "{} missing from docs/CONNECTING.md",
+            k.name
+        );
+        if let Some(var) = k.env {
+            assert!(
+                doc.contains(&format!("`{var}`")),
+                "{var} missing from docs/CONNECTING.md"
+            );
+        }
+    }
+}
