@@ -13,6 +13,7 @@ use std::ops::Deref;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use postgres_protocol::message::backend::Message;
@@ -143,7 +144,7 @@ impl<R: Runtime> Opening<R> {
         Opening {
             attempt,
             state: State::Connecting(rt.connect(&ep.target)),
-            deadline: rt.sleep_until(rt.now() + ep.connect_timeout),
+            deadline: deadline(rt, ep),
             rbuf: BytesMut::with_capacity(1024),
             chunk: vec![0u8; 8 * 1024].into_boxed_slice(),
         }
@@ -171,7 +172,7 @@ impl<R: Runtime> Opening<R> {
                 (Failure::Refused(_), Some(next)) => {
                     self.attempt = next;
                     self.state = State::Connecting(rt.connect(&ep.target));
-                    self.deadline = rt.sleep_until(rt.now() + ep.connect_timeout);
+                    self.deadline = deadline(rt, ep);
                     self.rbuf.clear();
                 }
                 (Failure::Refused(e) | Failure::Fatal(e), _) => return Poll::Ready(Err(e)),
@@ -409,6 +410,13 @@ impl<R: Runtime> Opening<R> {
 enum Failure {
     Refused(Error),
     Fatal(Error),
+}
+
+/// The end of one attempt. "No timeout" is a very long one: a year keeps every runtime's
+/// timer in range.
+fn deadline<R: Runtime>(rt: &R, ep: &Endpoint) -> R::Sleep {
+    let limit = ep.connect_timeout.min(Duration::from_secs(365 * 24 * 3600));
+    rt.sleep_until(rt.now() + limit)
 }
 
 fn timed_out(ep: &Endpoint) -> Error {

@@ -11,6 +11,7 @@
 //! creates on the server (tables, functions, channels, application names, advisory-lock keys)
 //! carries [`Harness::name`].
 
+mod connecting;
 mod foundation;
 mod runtime;
 mod service;
@@ -178,7 +179,10 @@ impl Harness for TokioTls {
             let db = pgpipe_tokio::connect_with(cfg).await?;
             // A plaintext fallback would make this instance test nothing: check every time.
             let s = db.stats().total;
-            assert!(s.tls_handshakes >= 1, "tokio_tls connected without TLS: {s:?}");
+            assert!(
+                s.tls_handshakes >= 1,
+                "tokio_tls connected without TLS: {s:?}"
+            );
             Ok(db)
         })
     }
@@ -356,5 +360,23 @@ suite! {
         runtime::several_clients_in_one_process_serve_concurrently: 60,
         runtime::one_client_per_runtime_on_several_threads: 120,
         runtime::close_completes_every_accepted_unit: 60,
+    }
+}
+
+// Connecting is tested on each runtime's own sockets; the `tokio_tls` instance would force TLS.
+suite! {
+    adapters {
+        connect_smol => crate::Smol,
+        connect_tokio => crate::Tokio,
+        connect_glommio => crate::Glommio,
+    }
+    tests {
+        connecting::sslmode_matrix_matches_libpq: 240,
+        connecting::channel_binding_matches_libpq: 120,
+        connecting::certificate_checks_say_which_failed: 120,
+        connecting::client_certificates_log_in: 60,
+        connecting::unix_sockets_in_both_string_forms: 60,
+        connecting::environment_and_password_file: 60,
+        connecting::a_wrong_password_fails_once_and_stays_secret: 60,
     }
 }
