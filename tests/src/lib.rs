@@ -735,6 +735,13 @@ impl Cluster {
         &self.dir
     }
 
+    /// The server's Linux abstract socket "directory" (`@name`, unique per
+    /// cluster): pass it as `host` to connect through the abstract socket.
+    pub fn abstract_socket(&self) -> String {
+        let name = self.dir.file_name().unwrap_or_default().to_string_lossy();
+        format!("@{name}")
+    }
+
     /// Runs `sql` (one or more statements, or a psql script) as the
     /// superuser against database `postgres` and returns psql's unaligned,
     /// tuples-only output (`-A -t`). Stops at the first error, which is
@@ -878,7 +885,11 @@ impl Cluster {
             .arg(self.port.to_string());
         let mut settings = vec![
             "listen_addresses=127.0.0.1".to_owned(),
-            format!("unix_socket_directories={}", self.dir.display()),
+            format!(
+                "unix_socket_directories={},{}",
+                self.dir.display(),
+                self.abstract_socket()
+            ),
             "fsync=off".to_owned(),
             "synchronous_commit=off".to_owned(),
             "full_page_writes=off".to_owned(),
@@ -1262,6 +1273,12 @@ impl TestDb {
     /// The server's unix socket directory; `None` for an external server.
     pub fn socket_dir(&self) -> Option<&Path> {
         Some(self.local()?.socket_dir())
+    }
+
+    /// The server's abstract socket name (`@name`); `None` for an external
+    /// server.
+    pub fn abstract_socket(&self) -> Option<String> {
+        Some(self.local()?.abstract_socket())
     }
 
     /// Runs `sql` with psql (as the superuser, or the `PGPIPE_TEST_URL`

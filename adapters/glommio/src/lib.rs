@@ -161,7 +161,9 @@ fn connect_tcp(host: &str, port: u16, options: &TcpOptions) -> io::Result<std::n
     Err(last)
 }
 
-/// Connects with a `postgres://` URL (options such as `pipeline_size` go in its query string).
+/// Connects with a libpq connection string, URL (`postgres://...`) or keyword/value
+/// (`host=... dbname=...`), with the `PG*` environment and the password file as libpq reads
+/// them; pgpipe's own options such as `pipeline_size` are keywords too (docs/CONNECTING.md).
 /// Must be called from a task of the glommio executor that will own the client.
 pub async fn connect(url: &str) -> Result<Client, Error> {
     connect_with(Config::parse(url)?).await

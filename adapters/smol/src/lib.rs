@@ -152,7 +152,9 @@ async fn connect_tcp(
     Err(last)
 }
 
-/// Connects with a `postgres://` URL (options such as `pipeline_size` go in its query string).
+/// Connects with a libpq connection string, URL (`postgres://...`) or keyword/value
+/// (`host=... dbname=...`), with the `PG*` environment and the password file as libpq reads
+/// them; pgpipe's own options such as `pipeline_size` are keywords too (docs/CONNECTING.md).
 pub async fn connect(url: &str) -> Result<Client, Error> {
     connect_with(Config::parse(url)?).await
 }

@@ -163,7 +163,9 @@ impl<F: Future<Output = ()> + Send + 'static> Spawn<F> for TokioRuntime {
     }
 }
 
-/// Connects with a `postgres://` URL (options such as `pipeline_size` go in its query string),
+/// Connects with a libpq connection string, URL (`postgres://...`) or keyword/value
+/// (`host=... dbname=...`), with the `PG*` environment and the password file as libpq reads
+/// them; pgpipe's own options such as `pipeline_size` are keywords too (docs/CONNECTING.md),
 /// on the tokio runtime the caller runs in.
 pub async fn connect(url: &str) -> Result<Client, Error> {
     connect_with(Config::parse(url)?).await

@@ -71,7 +71,7 @@ fn main() {
 }
 
 async fn run(args: &Args, url: &str) -> Result<(), pgpipe::Error> {
-    let mut cfg = Config::from_url(url)?;
+    let mut cfg = Config::parse(url)?;
     cfg.pipeline_size = args.pipeline_size;
     let db = pgpipe_smol::connect_with(cfg).await?;
     // DDL is not a shared-path statement (the guard admits only DML): set up on a session.

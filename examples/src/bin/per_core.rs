@@ -75,7 +75,7 @@ fn main() {
         std::process::exit(1);
     }
     let (_cluster, url) = pgpipe_examples::database();
-    let mut cfg = Config::from_url(&url).unwrap_or_else(|e| {
+    let mut cfg = Config::parse(&url).unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(2)
     });

@@ -319,7 +319,7 @@ pub async fn password_authentication_methods<H: Harness>() {
         (SCRAM_USER, SCRAM_PASSWORD),
         (CLEAR_USER, CLEAR_PASSWORD),
     ] {
-        let mut c = Config::from_url(&shared().url_for(user, pw)).unwrap();
+        let mut c = Config::parse(&shared().url_for(user, pw)).unwrap();
         c.pipeline_size = 1;
         let db = H::connect(c)
             .await
@@ -331,7 +331,7 @@ pub async fn password_authentication_methods<H: Harness>() {
         assert_eq!(row.get::<_, String>(0), user);
         db.close().await;
 
-        let mut c = Config::from_url(&shared().url_for(user, "wrong-password")).unwrap();
+        let mut c = Config::parse(&shared().url_for(user, "wrong-password")).unwrap();
         c.pipeline_size = 1;
         match H::connect(c).await {
             Err(Error::Auth(msg)) => assert!(msg.contains("28P01"), "{user}: {msg}"),

@@ -253,7 +253,7 @@ fn run_test<H: Harness, F: Future<Output = ()> + 'static>(limit: Duration, body:
 
 /// The shared test database's settings, adjusted by `f`.
 pub fn config(f: impl FnOnce(&mut Config)) -> Config {
-    let mut c = Config::from_url(&shared().url()).expect("test URL parses");
+    let mut c = Config::parse(&shared().url()).expect("test URL parses");
     f(&mut c);
     c
 }
