@@ -12,6 +12,7 @@ use std::time::Instant;
 use postgres_types::{ToSql, Type};
 
 use crate::driver::open::Endpoint;
+use crate::typeinfo::TypeCache;
 use crate::driver::shared::{
     nanos, ConnShared, CostTable, QueryResult, QueryWaiter, Role, Statement, RETIRED,
 };
@@ -79,6 +80,8 @@ struct Inner<R> {
     guard: Guard,
     /// Cost estimates per SQL text, shared by every connection.
     costs: Arc<CostTable>,
+    /// Server types `postgres-types` does not know, looked up once for all connections.
+    pub(crate) types: Arc<TypeCache>,
 }
 
 impl<R> Inner<R> {
@@ -113,13 +116,14 @@ impl<R: Adapter> Client<R> {
         ));
         // The first connection authenticates alone, so wrong credentials cost the server one
         // failed login, not one per connection; the rest then open concurrently.
-        let first = spawn_connection(&rt, &cfg, false, &costs);
+        let types = Arc::new(TypeCache::default());
+        let first = spawn_connection(&rt, &cfg, false, &costs, &types);
         if let Err(e) = futures_lite::future::poll_fn(|cx| first.1.poll_block(cx)).await {
             first.0.begin_close();
             return Err(e);
         }
         let opening: Vec<_> = (1..config.pipeline_size)
-            .map(|_| spawn_connection(&rt, &cfg, false, &costs))
+            .map(|_| spawn_connection(&rt, &cfg, false, &costs, &types))
             .collect();
         let mut conns = Vec::with_capacity(config.connection_limit());
         conns.push(first.0);
@@ -141,6 +145,7 @@ impl<R: Adapter> Client<R> {
                 config.mailbox_size,
                 config.statement_cache_size,
                 costs.clone(),
+                types.clone(),
             )));
         }
         let pinned = Arc::new(Pinned::new(config.pinned_size));
@@ -159,6 +164,7 @@ impl<R: Adapter> Client<R> {
                 pinned,
                 guard,
                 costs,
+                types,
             }),
         })
     }
@@ -193,7 +199,13 @@ impl<R: Adapter> Client<R> {
                 }
                 Checkout::Open => {
                     let (shared, opened) =
-                        spawn_connection(&self.inner.rt, &self.inner.cfg, true, &self.inner.costs);
+                        spawn_connection(
+                            &self.inner.rt,
+                            &self.inner.cfg,
+                            true,
+                            &self.inner.costs,
+                            &self.inner.types,
+                        );
                     if let Err(e) = futures_lite::future::poll_fn(|cx| opened.poll_block(cx)).await
                     {
                         pinned.forfeit();
@@ -283,6 +295,7 @@ impl<R: Runtime> Client<R> {
                 Role::Overflow => s.open_overflow += 1,
             }
         }
+        s.type_lookups = self.inner.types.lookups.load(Relaxed);
         s
     }
 
@@ -446,6 +459,11 @@ impl<R: Runtime> Client<R> {
         }
     }
 
+    /// The client's cache of server types (see `crate::typeinfo`).
+    pub(crate) fn type_cache(&self) -> &TypeCache {
+        &self.inner.types
+    }
+
     pub(crate) async fn run_on(
         &self,
         conn: &ConnShared,
@@ -470,9 +488,10 @@ impl<R: Runtime> Client<R> {
         params: &[&(dyn ToSql + Sync)],
         deadline: Option<Instant>,
     ) -> Result<Option<QueryResult>, Error> {
-        if stmt.params.len() != params.len() {
+        with_deadline(&self.inner.rt, deadline, self.complete_types(conn, stmt, deadline)).await?;
+        if stmt.params().len() != params.len() {
             return Err(Error::ParamCount {
-                expected: stmt.params.len(),
+                expected: stmt.params().len(),
                 given: params.len(),
             });
         }
@@ -711,11 +730,13 @@ fn spawn_connection<R: Adapter>(
     cfg: &Arc<Endpoint>,
     exclusive: bool,
     costs: &Arc<CostTable>,
+    types: &Arc<TypeCache>,
 ) -> (Arc<ConnShared>, Arc<Waiter<Result<(), Error>>>) {
     let shared = Arc::new(ConnShared::new(
         cfg.mailbox_size,
         cfg.statement_cache_size,
         costs.clone(),
+        types.clone(),
     ));
     let opened = start_task(rt, cfg, &shared, exclusive);
     (shared, opened)

@@ -23,6 +23,7 @@ pub mod sched;
 mod session;
 pub mod stats;
 mod tls;
+mod typeinfo;
 
 pub use client::{Adapter, Client};
 pub use config::{

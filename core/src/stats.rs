@@ -109,6 +109,9 @@ pub struct Stats {
     pub open_lanes: usize,
     /// Open overflow connections: on demand, while server work saturates the base ones.
     pub open_overflow: usize,
+    /// Catalog queries run to look up types `postgres-types` does not know (enums, domains,
+    /// composites, ranges, ...): paid by the first statement that meets a type, once per client.
+    pub type_lookups: u64,
 }
 
 impl Stats {

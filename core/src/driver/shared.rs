@@ -7,7 +7,9 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use crate::typeinfo::TypeCache;
 use std::task::Waker;
 
 use bytes::BytesMut;
@@ -36,8 +38,12 @@ pub(crate) type QueryWaiter = Waiter<Result<QueryResult, Error>>;
 /// A statement prepared on one connection.
 pub(crate) struct Statement {
     pub(crate) name: String,
-    pub(crate) params: Vec<Type>,
-    pub(crate) columns: Arc<[Column]>,
+    params: Vec<Type>,
+    columns: Arc<[Column]>,
+    /// Some parameter or column type was unknown when the prepare completed: the first caller
+    /// looks it up and stores the full types here (see `crate::typeinfo`).
+    unresolved: bool,
+    resolved: OnceLock<(Vec<Type>, Arc<[Column]>)>,
     /// Cleared (under the connection lock) when evicted: a caller holding it re-prepares.
     live: AtomicBool,
     /// Estimated server time per execution in ns (EWMA; 0 until first observed), shared by
@@ -53,6 +59,8 @@ impl Statement {
             name: String::new(),
             params: Vec::new(),
             columns: Arc::from(Vec::new()),
+            unresolved: false,
+            resolved: OnceLock::new(),
             live: AtomicBool::new(true),
             cost_ns: Arc::new(AtomicU64::new(0)),
         })
@@ -69,6 +77,27 @@ pub(crate) fn nanos(d: std::time::Duration) -> u64 {
 pub(crate) const DEFAULT_COST_NS: u64 = 20_000;
 
 impl Statement {
+    /// The parameter types (complete once [`Statement::needs_types`] is false).
+    pub(crate) fn params(&self) -> &[Type] {
+        self.resolved.get().map_or(&self.params, |r| &r.0)
+    }
+
+    /// The result columns (complete once [`Statement::needs_types`] is false).
+    pub(crate) fn columns(&self) -> &Arc<[Column]> {
+        self.resolved.get().map_or(&self.columns, |r| &r.1)
+    }
+
+    /// Whether a type still has to be looked up before the statement is used.
+    pub(crate) fn needs_types(&self) -> bool {
+        self.unresolved && self.resolved.get().is_none()
+    }
+
+    /// Stores the looked-up types (concurrent first callers may race; the first one wins and
+    /// they are the same types).
+    pub(crate) fn complete(&self, params: Vec<Type>, columns: Arc<[Column]>) {
+        let _ = self.resolved.set((params, columns));
+    }
+
     /// Expected server time of one execution.
     pub(crate) fn estimate_ns(&self) -> u64 {
         match self.cost_ns.load(Relaxed) {
@@ -244,6 +273,8 @@ pub(crate) struct ConnShared {
     pub(crate) exited_flag: AtomicBool,
     /// The client's cost estimates, shared by its connections.
     costs: Arc<CostTable>,
+    /// Types resolved from the server, shared by the client's connections.
+    types: Arc<TypeCache>,
     /// Mirrors `status == Open` so routing never takes the lock.
     open_flag: AtomicBool,
     /// Set by `abort()`: the task fails everything at its next tick.
@@ -260,9 +291,15 @@ pub(crate) struct ConnShared {
 }
 
 impl ConnShared {
-    pub(crate) fn new(mailbox_size: usize, cache_size: usize, costs: Arc<CostTable>) -> ConnShared {
+    pub(crate) fn new(
+        mailbox_size: usize,
+        cache_size: usize,
+        costs: Arc<CostTable>,
+        types: Arc<TypeCache>,
+    ) -> ConnShared {
         ConnShared {
             costs,
+            types,
             state: Mutex::new(State {
                 buf: BytesMut::with_capacity(8 * 1024),
                 committed: 0,
@@ -289,8 +326,13 @@ impl ConnShared {
     }
 
     /// A slot for an on-demand connection: no task, closed until [`ConnShared::reserve`].
-    pub(crate) fn parked(mailbox_size: usize, cache_size: usize, costs: Arc<CostTable>) -> Self {
-        let c = ConnShared::new(mailbox_size, cache_size, costs);
+    pub(crate) fn parked(
+        mailbox_size: usize,
+        cache_size: usize,
+        costs: Arc<CostTable>,
+        types: Arc<TypeCache>,
+    ) -> Self {
+        let c = ConnShared::new(mailbox_size, cache_size, costs, types);
         // A caller racing with a retirement may still reach the slot: it must be retried.
         c.set_status(&mut lock(&c.state), Status::Dead(RETIRED.into()));
         c.exited_flag.store(true, Release);
@@ -510,9 +552,9 @@ impl ConnShared {
             }
             let start = st.committed;
             st.buf.truncate(start);
-            encode::execute(&stmt.name, &stmt.params, params, &mut st.buf)?;
+            encode::execute(&stmt.name, stmt.params(), params, &mut st.buf)?;
             let waiter = Arc::new(QueryWaiter::new());
-            let kind = UnitKind::Execute(stmt.columns.clone());
+            let kind = UnitKind::Execute(stmt.columns().clone());
             let token = Token::Query(waiter.clone());
             let waker = self.push_costed(st, start, token, kind, false, Some(stmt.clone()));
             Ok(Some((waiter, waker)))
@@ -677,11 +719,14 @@ impl ConnShared {
             let mut st = lock(&self.state);
             let mine = matches!(st.statements.get_mut(&p.sql), Some(CacheEntry::Preparing(q)) if std::ptr::eq(&**q, p));
             match result {
-                Ok((params, columns)) => {
+                Ok((mut params, mut columns)) => {
+                    let unresolved = self.types.apply(&mut params, &mut columns);
                     let s = Arc::new(Statement {
                         name: p.name.clone(),
                         params,
                         columns,
+                        unresolved,
+                        resolved: OnceLock::new(),
                         live: AtomicBool::new(true),
                         cost_ns: self.costs.cell(&p.sql),
                     });

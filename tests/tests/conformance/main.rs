@@ -15,6 +15,7 @@ mod connecting;
 mod foundation;
 mod runtime;
 mod service;
+mod types;
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -360,6 +361,8 @@ suite! {
         runtime::several_clients_in_one_process_serve_concurrently: 60,
         runtime::one_client_per_runtime_on_several_threads: 120,
         runtime::close_completes_every_accepted_unit: 60,
+        types::custom_types_round_trip_and_are_looked_up_once: 60,
+        types::a_type_created_again_is_looked_up_again: 60,
     }
 }
 
