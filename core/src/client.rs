@@ -424,7 +424,7 @@ impl<R: Runtime> Client<R> {
                 return (lane, self.run_on(lane, sql, params, deadline).await);
             }
         }
-        let r = match self.execute_prepared(conn, &stmt, params, deadline).await {
+        let r = match self.execute_fresh(conn, sql, &stmt, params, deadline).await {
             Ok(Some(r)) => Ok(r),
             Ok(None) => self.run_on(conn, sql, params, deadline).await,
             Err(e) => Err(e),
@@ -473,10 +473,31 @@ impl<R: Runtime> Client<R> {
     ) -> Result<QueryResult, Error> {
         loop {
             let stmt = with_deadline(&self.inner.rt, deadline, conn.statement(sql)).await?;
-            if let Some(r) = self.execute_prepared(conn, &stmt, params, deadline).await? {
+            if let Some(r) = self.execute_fresh(conn, sql, &stmt, params, deadline).await? {
                 return Ok(r);
             }
             // Evicted between lookup and submit: prepare again.
+        }
+    }
+
+    /// Executes `stmt`, preparing it once more when the server says a schema change made it
+    /// stale (a type it uses was dropped and created again, a table's columns changed): that
+    /// error comes before anything runs, so the retry cannot run the statement twice. Not in a
+    /// transaction, which the error has aborted. `Ok(None)`: evicted before it was queued.
+    async fn execute_fresh(
+        &self,
+        conn: &ConnShared,
+        sql: &str,
+        stmt: &Arc<Statement>,
+        params: &[&(dyn ToSql + Sync)],
+        deadline: Option<Instant>,
+    ) -> Result<Option<QueryResult>, Error> {
+        match self.execute_prepared(conn, stmt, params, deadline).await {
+            Err(e) if is_stale_statement(&e) && conn.tx_status.load(Relaxed) == b'I' => {
+                let fresh = with_deadline(&self.inner.rt, deadline, conn.reprepare(sql, stmt)).await?;
+                self.execute_prepared(conn, &fresh, params, deadline).await
+            }
+            other => other,
         }
     }
 
@@ -766,4 +787,18 @@ fn open_on_demand<R: Adapter>(
     shared: &Arc<ConnShared>,
 ) -> Arc<Waiter<Result<(), Error>>> {
     start_task(rt, cfg, shared, false)
+}
+
+/// The server's errors for a prepared statement that a schema change invalidated: its types
+/// no longer exist (`XX000`, `cache lookup failed for type`), or its result shape changed
+/// (`0A000`, `cached plan must not change result type`).
+fn is_stale_statement(e: &Error) -> bool {
+    let Some(db) = e.as_db() else {
+        return false;
+    };
+    match db.code.as_str() {
+        "XX000" => db.message.starts_with("cache lookup failed for type"),
+        "0A000" => db.message.starts_with("cached plan must not change result type"),
+        _ => false,
+    }
 }

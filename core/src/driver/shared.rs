@@ -485,9 +485,41 @@ impl ConnShared {
                 Some(CacheEntry::Preparing(p)) => (p.clone(), None),
                 // A new text. Mailbox space is not awaited: prepares are rare, and letting them
                 // through keeps a full mailbox from delaying a text's first use.
-                None => self.start_prepare(&mut st, sql)?,
+                None => self.start_prepare(&mut st, sql, None)?,
             }
         };
+        Self::await_prepare(prepare, waker).await
+    }
+
+    /// Prepares `sql` again because the server invalidated `stale` (a type or table it
+    /// depends on was dropped or changed since). The stale name is closed in the same unit;
+    /// concurrent callers that found the same stale statement share one prepare.
+    pub(crate) async fn reprepare(
+        &self,
+        sql: &str,
+        stale: &Arc<Statement>,
+    ) -> Result<Arc<Statement>, Error> {
+        let (prepare, waker) = {
+            let mut st = lock(&self.state);
+            status_check(&st.status)?;
+            match st.statements.get(sql) {
+                Some(CacheEntry::Ready(s)) if Arc::ptr_eq(s, stale) => {
+                    st.statements.remove(sql);
+                    stale.live.store(false, Relaxed);
+                    self.start_prepare(&mut st, sql, Some(&stale.name))?
+                }
+                Some(CacheEntry::Ready(s)) => return Ok(s.clone()),
+                Some(CacheEntry::Preparing(p)) => (p.clone(), None),
+                None => self.start_prepare(&mut st, sql, None)?,
+            }
+        };
+        Self::await_prepare(prepare, waker).await
+    }
+
+    async fn await_prepare(
+        prepare: Arc<Prepare>,
+        waker: Option<Waker>,
+    ) -> Result<Arc<Statement>, Error> {
         if let Some(w) = waker {
             w.wake();
         }
@@ -503,6 +535,7 @@ impl ConnShared {
         &self,
         st: &mut MutexGuard<'_, State>,
         sql: &str,
+        stale: Option<&str>,
     ) -> Result<(Arc<Prepare>, Option<Waker>), Error> {
         st.next_statement += 1;
         let p = Arc::new(Prepare {
@@ -515,12 +548,13 @@ impl ConnShared {
             .insert(sql, CacheEntry::Preparing(p.clone()), |e| {
                 matches!(e, CacheEntry::Ready(_))
             });
+        // A stale statement was removed first, so the insert made no eviction of its own.
         let evict_name = match &evicted {
             Some((_, CacheEntry::Ready(s))) => {
                 s.live.store(false, Relaxed);
                 Some(s.name.as_str())
             }
-            _ => None,
+            _ => stale,
         };
         let start = st.committed;
         st.buf.truncate(start);

@@ -172,12 +172,28 @@ pub async fn a_type_created_again_is_looked_up_again<H: Harness>() {
     psql(&format!(
         "DROP TYPE {s}.mood CASCADE; CREATE TYPE {s}.mood AS ENUM ('happy', 'ok', 'sad')"
     ));
+    // The cached statement of the same text is stale on the server ("cache lookup failed for
+    // type"): it is prepared again, once, and its new types looked up.
     let before = db.stats().type_lookups;
-    let row = db
-        .query_one(&format!("SELECT $1::{s}.mood::text, 1"), &[&Mood::Happy])
-        .await
-        .unwrap();
+    let row = db.query_one(&sql, &[&Mood::Happy]).await.unwrap();
     assert_eq!(row.get::<_, String>(0), "happy");
     assert!(db.stats().type_lookups > before, "the new OID was looked up");
+    // The same for a result whose shape changed under a cached statement.
+    let select = format!("SELECT * FROM {s}.t WHERE id = $1");
+    assert_eq!(db.query(&select, &[&1i32]).await.unwrap().len(), 0);
+    psql(&format!(
+        "ALTER TABLE {s}.t ADD COLUMN extra text DEFAULT 'x'; INSERT INTO {s}.t (id) VALUES (1)"
+    ));
+    let rows = db.query(&select, &[&1i32]).await.unwrap();
+    assert_eq!(rows[0].get::<_, Option<String>>("extra").as_deref(), Some("x"));
+    // Inside a transaction the error aborts it, so nothing is retried there.
+    let tx = db.transaction().await.unwrap();
+    assert_eq!(tx.query(&select, &[&1i32]).await.unwrap().len(), 1);
+    tx.execute(&format!("ALTER TABLE {s}.t ADD COLUMN extra2 int"), &[])
+        .await
+        .unwrap();
+    let e = tx.query(&select, &[&1i32]).await.unwrap_err();
+    assert_eq!(e.code(), Some("0A000"), "{e}");
+    tx.rollback().await.unwrap();
     db.close().await;
 }
