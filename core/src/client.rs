@@ -12,7 +12,6 @@ use std::time::Instant;
 use postgres_types::{ToSql, Type};
 
 use crate::driver::open::Endpoint;
-use crate::typeinfo::TypeCache;
 use crate::driver::shared::{
     nanos, ConnShared, CostTable, QueryResult, QueryWaiter, Role, Statement, RETIRED,
 };
@@ -24,6 +23,7 @@ use crate::rt::{Runtime, Spawn};
 use crate::sched::Waiter;
 use crate::session::{Session, Transaction};
 use crate::stats::Stats;
+use crate::typeinfo::TypeCache;
 use crate::{Config, Error, Row};
 
 /// Estimated extra work ahead (ns) on the least-loaded connection beyond which routing prefers
@@ -198,14 +198,13 @@ impl<R: Adapter> Client<R> {
                     }
                 }
                 Checkout::Open => {
-                    let (shared, opened) =
-                        spawn_connection(
-                            &self.inner.rt,
-                            &self.inner.cfg,
-                            true,
-                            &self.inner.costs,
-                            &self.inner.types,
-                        );
+                    let (shared, opened) = spawn_connection(
+                        &self.inner.rt,
+                        &self.inner.cfg,
+                        true,
+                        &self.inner.costs,
+                        &self.inner.types,
+                    );
                     if let Err(e) = futures_lite::future::poll_fn(|cx| opened.poll_block(cx)).await
                     {
                         pinned.forfeit();
@@ -272,7 +271,7 @@ impl<R: Runtime> Client<R> {
             }
             .await;
             match self.retry_or_return(conn, r, &mut attempts) {
-                Some(r) => return r.map(|q| q.rows),
+                Some(r) => return self.complete_rows(conn, r?.rows, deadline).await,
                 None => continue,
             }
         }
@@ -365,7 +364,9 @@ impl<R: Runtime> Client<R> {
         deadline: Option<Instant>,
     ) -> Result<QueryResult, Error> {
         let w = with_deadline(&self.inner.rt, deadline, conn.submit_typed(sql, params)).await?;
-        self.wait_for(deadline, &w).await
+        let mut r = self.wait_for(deadline, &w).await?;
+        r.rows = self.complete_rows(conn, r.rows, deadline).await?;
+        Ok(r)
     }
 
     pub(crate) async fn wait_for(
@@ -473,7 +474,10 @@ impl<R: Runtime> Client<R> {
     ) -> Result<QueryResult, Error> {
         loop {
             let stmt = with_deadline(&self.inner.rt, deadline, conn.statement(sql)).await?;
-            if let Some(r) = self.execute_fresh(conn, sql, &stmt, params, deadline).await? {
+            if let Some(r) = self
+                .execute_fresh(conn, sql, &stmt, params, deadline)
+                .await?
+            {
                 return Ok(r);
             }
             // Evicted between lookup and submit: prepare again.
@@ -494,7 +498,8 @@ impl<R: Runtime> Client<R> {
     ) -> Result<Option<QueryResult>, Error> {
         match self.execute_prepared(conn, stmt, params, deadline).await {
             Err(e) if is_stale_statement(&e) && conn.tx_status.load(Relaxed) == b'I' => {
-                let fresh = with_deadline(&self.inner.rt, deadline, conn.reprepare(sql, stmt)).await?;
+                let fresh =
+                    with_deadline(&self.inner.rt, deadline, conn.reprepare(sql, stmt)).await?;
                 self.execute_prepared(conn, &fresh, params, deadline).await
             }
             other => other,
@@ -509,7 +514,12 @@ impl<R: Runtime> Client<R> {
         params: &[&(dyn ToSql + Sync)],
         deadline: Option<Instant>,
     ) -> Result<Option<QueryResult>, Error> {
-        with_deadline(&self.inner.rt, deadline, self.complete_types(conn, stmt, deadline)).await?;
+        with_deadline(
+            &self.inner.rt,
+            deadline,
+            self.complete_types(conn, stmt, deadline),
+        )
+        .await?;
         if stmt.params().len() != params.len() {
             return Err(Error::ParamCount {
                 expected: stmt.params().len(),
@@ -798,7 +808,9 @@ fn is_stale_statement(e: &Error) -> bool {
     };
     match db.code.as_str() {
         "XX000" => db.message.starts_with("cache lookup failed for type"),
-        "0A000" => db.message.starts_with("cached plan must not change result type"),
+        "0A000" => db
+            .message
+            .starts_with("cached plan must not change result type"),
         _ => false,
     }
 }

@@ -59,6 +59,11 @@ impl Row {
         })
     }
 
+    /// The same values described by `columns` (the same names, with completed types).
+    pub(crate) fn with_columns(self, columns: Arc<[Column]>) -> Row {
+        Row { columns, ..self }
+    }
+
     /// The columns of this row.
     pub fn columns(&self) -> &[Column] {
         &self.columns

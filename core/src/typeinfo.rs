@@ -21,8 +21,8 @@ use postgres_types::{Field, Kind, Type};
 
 use crate::driver::shared::{ConnShared, Statement};
 use crate::row::Column;
-use crate::sched::lock;
 use crate::rt::Runtime;
+use crate::sched::lock;
 use crate::{Client, Error};
 
 /// The resolved types of a client, by OID. Entries are small and types rarely number more than
@@ -138,8 +138,39 @@ impl<R: Runtime> Client<R> {
         Ok(())
     }
 
+    /// Completes the column types of rows from a typed query (which has no cached statement
+    /// to carry them): nothing to do unless a column's type was unknown.
+    pub(crate) async fn complete_rows(
+        &self,
+        conn: &ConnShared,
+        rows: Vec<crate::Row>,
+        deadline: Option<Instant>,
+    ) -> Result<Vec<crate::Row>, Error> {
+        let Some(first) = rows.first() else {
+            return Ok(rows);
+        };
+        if !first.columns().iter().any(|c| is_placeholder(c.type_())) {
+            return Ok(rows);
+        }
+        let mut columns: Vec<Column> = first.columns().to_vec();
+        for c in columns.iter_mut() {
+            let t = self.resolve(conn, c.type_().clone(), deadline).await?;
+            *c = Column::new(c.name().to_owned(), t);
+        }
+        let columns: Arc<[Column]> = Arc::from(columns);
+        Ok(rows
+            .into_iter()
+            .map(|r| r.with_columns(columns.clone()))
+            .collect())
+    }
+
     /// The full `Type` for `t`: itself when known, else looked up (and cached).
-    fn resolve<'a>(&'a self, conn: &'a ConnShared, t: Type, deadline: Option<Instant>) -> Lookup<'a> {
+    fn resolve<'a>(
+        &'a self,
+        conn: &'a ConnShared,
+        t: Type,
+        deadline: Option<Instant>,
+    ) -> Lookup<'a> {
         Box::pin(async move {
             let types = &self.type_cache();
             if let Some(known) = types.known(&t) {
@@ -157,15 +188,17 @@ impl<R: Runtime> Client<R> {
                     Kind::Enum(labels)
                 }
                 b'p' => Kind::Pseudo,
-                b'd' => Kind::Domain(
-                    self.resolve(conn, placeholder(row.base), deadline).await?,
-                ),
+                b'd' => Kind::Domain(self.resolve(conn, placeholder(row.base), deadline).await?),
                 b'r' => {
-                    let sub = row.range_subtype.ok_or_else(|| missing(oid, "range subtype"))?;
+                    let sub = row
+                        .range_subtype
+                        .ok_or_else(|| missing(oid, "range subtype"))?;
                     Kind::Range(self.resolve(conn, placeholder(sub), deadline).await?)
                 }
                 b'm' => {
-                    let range = row.multirange_of.ok_or_else(|| missing(oid, "range type"))?;
+                    let range = row
+                        .multirange_of
+                        .ok_or_else(|| missing(oid, "range type"))?;
                     Kind::Multirange(self.resolve(conn, placeholder(range), deadline).await?)
                 }
                 b'c' => {
@@ -173,7 +206,9 @@ impl<R: Runtime> Client<R> {
                     let mut fields = Vec::with_capacity(rows.len());
                     for r in &rows {
                         let name: String = r.try_get(0)?;
-                        let ty = self.resolve(conn, placeholder(r.try_get(1)?), deadline).await?;
+                        let ty = self
+                            .resolve(conn, placeholder(r.try_get(1)?), deadline)
+                            .await?;
                         fields.push(Field::new(name, ty));
                     }
                     Kind::Composite(fields)
@@ -197,13 +232,15 @@ impl<R: Runtime> Client<R> {
     ) -> Result<TypeRow, Error> {
         let types = &self.type_cache();
         let rows = if types.no_multirange.load(Relaxed) {
-            self.lookup(conn, TYPE_QUERY_NO_MULTIRANGE, oid, deadline).await?
+            self.lookup(conn, TYPE_QUERY_NO_MULTIRANGE, oid, deadline)
+                .await?
         } else {
             match self.lookup(conn, TYPE_QUERY, oid, deadline).await {
                 // 42703 undefined_column: `rngmultitypid` is new in PostgreSQL 14.
                 Err(e) if e.code() == Some("42703") => {
                     types.no_multirange.store(true, Relaxed);
-                    self.lookup(conn, TYPE_QUERY_NO_MULTIRANGE, oid, deadline).await?
+                    self.lookup(conn, TYPE_QUERY_NO_MULTIRANGE, oid, deadline)
+                        .await?
                 }
                 other => other?,
             }
@@ -240,5 +277,7 @@ fn placeholder(oid: u32) -> Type {
 }
 
 fn missing(oid: u32, what: &str) -> Error {
-    Error::Protocol(format!("type {oid}: the server's catalog has no {what} for it"))
+    Error::Protocol(format!(
+        "type {oid}: the server's catalog has no {what} for it"
+    ))
 }

@@ -35,7 +35,10 @@ struct Pair {
 struct RawRange(Kind);
 
 impl<'a> FromSql<'a> for RawRange {
-    fn from_sql(ty: &Type, _raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+    fn from_sql(
+        ty: &Type,
+        _raw: &'a [u8],
+    ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
         Ok(RawRange(ty.kind().clone()))
     }
     fn accepts(ty: &Type) -> bool {
@@ -72,7 +75,10 @@ pub async fn custom_types_round_trip_and_are_looked_up_once<H: Harness>() {
         .unwrap();
     assert_eq!(row.get::<_, Mood>(0), Mood::Happy);
     let first = db.stats().type_lookups;
-    assert!(first >= 2, "the enum was looked up (type and labels): {first}");
+    assert!(
+        first >= 2,
+        "the enum was looked up (type and labels): {first}"
+    );
     let moods = vec![Mood::Sad, Mood::Ok];
     let row = db
         .query_one(&format!("SELECT $1::{s}.mood[]"), &[&moods])
@@ -88,13 +94,22 @@ pub async fn custom_types_round_trip_and_are_looked_up_once<H: Harness>() {
     let n = db
         .execute(
             &format!("INSERT INTO {s}.t VALUES (1, $1, $2, $3, $4, $5)"),
-            &[&Mood::Sad, &moods, &pair, &vec![pair.clone(), pair.clone()], &PosInt(3)],
+            &[
+                &Mood::Sad,
+                &moods,
+                &pair,
+                &vec![pair.clone(), pair.clone()],
+                &PosInt(3),
+            ],
         )
         .await
         .unwrap();
     assert_eq!(n, 1);
     let row = db
-        .query_one(&format!("SELECT m, ms, p, ps, n FROM {s}.t WHERE id = $1"), &[&1i32])
+        .query_one(
+            &format!("SELECT m, ms, p, ps, n FROM {s}.t WHERE id = $1"),
+            &[&1i32],
+        )
         .await
         .unwrap();
     assert_eq!(row.get::<_, Mood>(0), Mood::Sad);
@@ -104,7 +119,10 @@ pub async fn custom_types_round_trip_and_are_looked_up_once<H: Harness>() {
     assert_eq!(row.get::<_, PosInt>(4), PosInt(3));
     // The domain's check still runs on the server.
     let e = db
-        .execute(&format!("UPDATE {s}.t SET n = $1 WHERE id = 1"), &[&PosInt(-1)])
+        .execute(
+            &format!("UPDATE {s}.t SET n = $1 WHERE id = 1"),
+            &[&PosInt(-1)],
+        )
         .await
         .unwrap_err();
     assert_eq!(e.code(), Some("23514"), "{e}");
@@ -133,7 +151,20 @@ pub async fn custom_types_round_trip_and_are_looked_up_once<H: Harness>() {
             .unwrap();
         assert_eq!(row.get::<_, Pair>(1), pair);
     }
-    assert_eq!(db.stats().type_lookups, known, "cached types are not looked up again");
+    assert_eq!(
+        db.stats().type_lookups,
+        known,
+        "cached types are not looked up again"
+    );
+    // A typed query has no cached statement: its result columns are completed from the cache.
+    let rows = db
+        .query_typed(
+            &format!("SELECT $1::text::{s}.mood"),
+            &[(&"happy", Type::TEXT)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows[0].get::<_, Mood>(0), Mood::Happy);
     // The same in a transaction, on an exclusive connection.
     let tx = db.transaction().await.unwrap();
     let row = tx
@@ -177,7 +208,10 @@ pub async fn a_type_created_again_is_looked_up_again<H: Harness>() {
     let before = db.stats().type_lookups;
     let row = db.query_one(&sql, &[&Mood::Happy]).await.unwrap();
     assert_eq!(row.get::<_, String>(0), "happy");
-    assert!(db.stats().type_lookups > before, "the new OID was looked up");
+    assert!(
+        db.stats().type_lookups > before,
+        "the new OID was looked up"
+    );
     // The same for a result whose shape changed under a cached statement.
     let select = format!("SELECT * FROM {s}.t WHERE id = $1");
     assert_eq!(db.query(&select, &[&1i32]).await.unwrap().len(), 0);
@@ -185,7 +219,10 @@ pub async fn a_type_created_again_is_looked_up_again<H: Harness>() {
         "ALTER TABLE {s}.t ADD COLUMN extra text DEFAULT 'x'; INSERT INTO {s}.t (id) VALUES (1)"
     ));
     let rows = db.query(&select, &[&1i32]).await.unwrap();
-    assert_eq!(rows[0].get::<_, Option<String>>("extra").as_deref(), Some("x"));
+    assert_eq!(
+        rows[0].get::<_, Option<String>>("extra").as_deref(),
+        Some("x")
+    );
     // Inside a transaction the error aborts it, so nothing is retried there.
     let tx = db.transaction().await.unwrap();
     assert_eq!(tx.query(&select, &[&1i32]).await.unwrap().len(), 1);
