@@ -460,6 +460,11 @@ impl<R: Runtime> Client<R> {
         }
     }
 
+    /// The runtime the client runs on.
+    pub(crate) fn runtime(&self) -> &R {
+        &self.inner.rt
+    }
+
     /// The client's cache of server types (see `crate::typeinfo`).
     pub(crate) fn type_cache(&self) -> &TypeCache {
         &self.inner.types
@@ -496,30 +501,27 @@ impl<R: Runtime> Client<R> {
         params: &[&(dyn ToSql + Sync)],
         deadline: Option<Instant>,
     ) -> Result<Option<QueryResult>, Error> {
+        let rt = &self.inner.rt;
+        with_deadline(rt, deadline, self.complete_types(conn, stmt, deadline)).await?;
         match self.execute_prepared(conn, stmt, params, deadline).await {
             Err(e) if is_stale_statement(&e) && conn.tx_status.load(Relaxed) == b'I' => {
-                let fresh =
-                    with_deadline(&self.inner.rt, deadline, conn.reprepare(sql, stmt)).await?;
+                let fresh = with_deadline(rt, deadline, conn.reprepare(sql, stmt)).await?;
+                with_deadline(rt, deadline, self.complete_types(conn, &fresh, deadline)).await?;
                 self.execute_prepared(conn, &fresh, params, deadline).await
             }
             other => other,
         }
     }
 
-    /// Executes a prepared statement; `Ok(None)` if it was evicted before it could be queued.
-    async fn execute_prepared(
+    /// Executes a prepared statement whose types are complete; `Ok(None)` if it was evicted
+    /// before it could be queued.
+    pub(crate) async fn execute_prepared(
         &self,
         conn: &ConnShared,
         stmt: &Arc<Statement>,
         params: &[&(dyn ToSql + Sync)],
         deadline: Option<Instant>,
     ) -> Result<Option<QueryResult>, Error> {
-        with_deadline(
-            &self.inner.rt,
-            deadline,
-            self.complete_types(conn, stmt, deadline),
-        )
-        .await?;
         if stmt.params().len() != params.len() {
             return Err(Error::ParamCount {
                 expected: stmt.params().len(),
@@ -731,7 +733,7 @@ async fn wait<R: Runtime>(
     .await
 }
 
-async fn with_deadline<R: Runtime, T>(
+pub(crate) async fn with_deadline<R: Runtime, T>(
     rt: &R,
     deadline: Option<Instant>,
     fut: impl Future<Output = Result<T, Error>>,

@@ -11,14 +11,13 @@
 //! type dropped and created again has a new OID, so it is simply looked up again.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use postgres_types::{Field, Kind, Type};
 
+use crate::client::with_deadline;
 use crate::driver::shared::{ConnShared, Statement};
 use crate::row::Column;
 use crate::rt::Runtime;
@@ -91,6 +90,35 @@ struct TypeRow {
     multirange_of: Option<u32>,
 }
 
+/// What the catalog says of one type: its `pg_type` row, and its labels or fields.
+struct Fetched {
+    name: String,
+    schema: String,
+    shape: Shape,
+}
+
+/// A type's kind, with the OIDs of the types it is built from (resolved in a second pass).
+enum Shape {
+    Simple,
+    Pseudo,
+    Enum(Vec<String>),
+    Array(u32),
+    Domain(u32),
+    Range(u32),
+    Multirange(u32),
+    Composite(Vec<(String, u32)>),
+}
+
+impl Shape {
+    fn parts(&self) -> Vec<u32> {
+        match self {
+            Shape::Array(o) | Shape::Domain(o) | Shape::Range(o) | Shape::Multirange(o) => vec![*o],
+            Shape::Composite(fields) => fields.iter().map(|(_, o)| *o).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
 const TYPE_QUERY: &str = "SELECT t.typname::text, t.typtype, t.typcategory, t.typelem, \
      t.typbasetype, t.typrelid, n.nspname::text, r.rngsubtype, \
      (SELECT m.rngtypid FROM pg_catalog.pg_range m WHERE m.rngmultitypid = t.oid) \
@@ -109,8 +137,6 @@ const ENUM_QUERY: &str = "SELECT enumlabel::text FROM pg_catalog.pg_enum \
      WHERE enumtypid = $1 ORDER BY enumsortorder";
 const FIELDS_QUERY: &str = "SELECT attname::text, atttypid FROM pg_catalog.pg_attribute \
      WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum";
-
-type Lookup<'a> = Pin<Box<dyn Future<Output = Result<Type, Error>> + 'a>>;
 
 impl<R: Runtime> Client<R> {
     /// Completes `stmt`'s placeholder types before it is executed on `conn` (where it was
@@ -164,63 +190,74 @@ impl<R: Runtime> Client<R> {
             .collect())
     }
 
-    /// The full `Type` for `t`: itself when known, else looked up (and cached).
-    fn resolve<'a>(
-        &'a self,
-        conn: &'a ConnShared,
+    /// The full `Type` for `t`: itself when known, else looked up with every type it is built
+    /// from (first every catalog row, then the types bottom-up), and cached.
+    async fn resolve(
+        &self,
+        conn: &ConnShared,
         t: Type,
         deadline: Option<Instant>,
-    ) -> Lookup<'a> {
-        Box::pin(async move {
-            let types = &self.type_cache();
-            if let Some(known) = types.known(&t) {
-                return Ok(known);
+    ) -> Result<Type, Error> {
+        let types = self.type_cache();
+        if let Some(known) = types.known(&t) {
+            return Ok(known);
+        }
+        let mut fetched: HashMap<u32, Fetched> = HashMap::new();
+        let mut pending = vec![t.oid()];
+        while let Some(oid) = pending.pop() {
+            if fetched.contains_key(&oid) || types.known(&placeholder(oid)).is_some() {
+                continue;
             }
-            let oid = t.oid();
-            let row = self.type_row(conn, oid, deadline).await?;
-            let kind = match row.typtype as u8 {
-                b'e' => {
-                    let rows = self.lookup(conn, ENUM_QUERY, oid, deadline).await?;
-                    let labels = rows
-                        .iter()
+            let f = self.fetch(conn, oid, deadline).await?;
+            pending.extend(f.shape.parts());
+            fetched.insert(oid, f);
+        }
+        let mut map = lock(&types.map);
+        build(t.oid(), &fetched, &mut map)
+    }
+
+    /// The catalog's description of `oid` (one query, two for enums and composites).
+    async fn fetch(
+        &self,
+        conn: &ConnShared,
+        oid: u32,
+        deadline: Option<Instant>,
+    ) -> Result<Fetched, Error> {
+        let row = self.type_row(conn, oid, deadline).await?;
+        let shape = match row.typtype as u8 {
+            b'e' => {
+                let rows = self.lookup(conn, ENUM_QUERY, oid, deadline).await?;
+                Shape::Enum(
+                    rows.iter()
                         .map(|r| r.try_get::<_, String>(0))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    Kind::Enum(labels)
-                }
-                b'p' => Kind::Pseudo,
-                b'd' => Kind::Domain(self.resolve(conn, placeholder(row.base), deadline).await?),
-                b'r' => {
-                    let sub = row
-                        .range_subtype
-                        .ok_or_else(|| missing(oid, "range subtype"))?;
-                    Kind::Range(self.resolve(conn, placeholder(sub), deadline).await?)
-                }
-                b'm' => {
-                    let range = row
-                        .multirange_of
-                        .ok_or_else(|| missing(oid, "range type"))?;
-                    Kind::Multirange(self.resolve(conn, placeholder(range), deadline).await?)
-                }
-                b'c' => {
-                    let rows = self.lookup(conn, FIELDS_QUERY, row.relid, deadline).await?;
-                    let mut fields = Vec::with_capacity(rows.len());
-                    for r in &rows {
-                        let name: String = r.try_get(0)?;
-                        let ty = self
-                            .resolve(conn, placeholder(r.try_get(1)?), deadline)
-                            .await?;
-                        fields.push(Field::new(name, ty));
-                    }
-                    Kind::Composite(fields)
-                }
-                _ if row.category as u8 == b'A' && row.elem != 0 => {
-                    Kind::Array(self.resolve(conn, placeholder(row.elem), deadline).await?)
-                }
-                _ => Kind::Simple,
-            };
-            let ty = Type::new(row.name, oid, kind, row.schema);
-            lock(&types.map).insert(oid, ty.clone());
-            Ok(ty)
+                        .collect::<Result<_, _>>()?,
+                )
+            }
+            b'p' => Shape::Pseudo,
+            b'd' => Shape::Domain(row.base),
+            b'r' => Shape::Range(
+                row.range_subtype
+                    .ok_or_else(|| missing(oid, "range subtype"))?,
+            ),
+            b'm' => Shape::Multirange(
+                row.multirange_of
+                    .ok_or_else(|| missing(oid, "range type"))?,
+            ),
+            b'c' => {
+                let rows = self.lookup(conn, FIELDS_QUERY, row.relid, deadline).await?;
+                Shape::Composite(
+                    rows.iter()
+                        .map(|r| Ok((r.try_get::<_, String>(0)?, r.try_get::<_, u32>(1)?)))
+                        .collect::<Result<_, Error>>()?,
+                )
+            }
+            _ if row.category as u8 == b'A' && row.elem != 0 => Shape::Array(row.elem),
+            _ => Shape::Simple,
+        };
+        Ok(Fetched {
+            name: row.name,
+            schema: row.schema,
+            shape,
         })
     }
 
@@ -230,7 +267,7 @@ impl<R: Runtime> Client<R> {
         oid: u32,
         deadline: Option<Instant>,
     ) -> Result<TypeRow, Error> {
-        let types = &self.type_cache();
+        let types = self.type_cache();
         let rows = if types.no_multirange.load(Relaxed) {
             self.lookup(conn, TYPE_QUERY_NO_MULTIRANGE, oid, deadline)
                 .await?
@@ -267,8 +304,50 @@ impl<R: Runtime> Client<R> {
         deadline: Option<Instant>,
     ) -> Result<Vec<crate::Row>, Error> {
         self.type_cache().lookups.fetch_add(1, Relaxed);
-        Ok(self.run_on(conn, sql, &[&oid], deadline).await?.rows)
+        loop {
+            let stmt = with_deadline(self.runtime(), deadline, conn.statement(sql)).await?;
+            // Catalog columns are built-in types: nothing to complete, so no lookup recursion.
+            if let Some(r) = self
+                .execute_prepared(conn, &stmt, &[&oid], deadline)
+                .await?
+            {
+                return Ok(r.rows);
+            }
+        }
     }
+}
+
+/// Builds the type `oid` from the fetched rows, its parts first; every type built is cached.
+fn build(
+    oid: u32,
+    fetched: &HashMap<u32, Fetched>,
+    cache: &mut HashMap<u32, Type>,
+) -> Result<Type, Error> {
+    if let Some(t) = Type::from_oid(oid).or_else(|| cache.get(&oid).cloned()) {
+        return Ok(t);
+    }
+    let f = fetched
+        .get(&oid)
+        .ok_or_else(|| missing(oid, "pg_type row"))?;
+    let mut part = |o: u32| build(o, fetched, cache);
+    let kind = match &f.shape {
+        Shape::Simple => Kind::Simple,
+        Shape::Pseudo => Kind::Pseudo,
+        Shape::Enum(labels) => Kind::Enum(labels.clone()),
+        Shape::Array(o) => Kind::Array(part(*o)?),
+        Shape::Domain(o) => Kind::Domain(part(*o)?),
+        Shape::Range(o) => Kind::Range(part(*o)?),
+        Shape::Multirange(o) => Kind::Multirange(part(*o)?),
+        Shape::Composite(fields) => Kind::Composite(
+            fields
+                .iter()
+                .map(|(name, o)| Ok(Field::new(name.clone(), part(*o)?)))
+                .collect::<Result<_, Error>>()?,
+        ),
+    };
+    let t = Type::new(f.name.clone(), oid, kind, f.schema.clone());
+    cache.insert(oid, t.clone());
+    Ok(t)
 }
 
 /// A placeholder for `oid`, to be resolved (the protocol layer makes the same).
