@@ -22,6 +22,7 @@ pub mod rt;
 pub mod sched;
 mod session;
 pub mod stats;
+mod stream;
 mod tls;
 mod typeinfo;
 
@@ -34,6 +35,7 @@ pub use error::{DbError, Error, ErrorKind};
 pub use row::{Column, Row, RowIndex};
 pub use session::{Savepoint, Session, Transaction};
 pub use stats::{ConnStats, Stats};
+pub use stream::RowStream;
 
 /// The `postgres-types` crate: `ToSql`, `FromSql`, `Type` and friends.
 pub use postgres_types as types;

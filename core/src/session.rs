@@ -64,6 +64,22 @@ macro_rules! statements {
                 .rows)
         }
 
+        /// Runs a statement and streams its rows as they arrive, with bounded memory however
+        /// large the result (see [`crate::RowStream`]). Statements issued while the stream is
+        /// open queue behind it on this connection. `query_timeout` bounds only the start.
+        pub async fn query_stream(
+            &self,
+            sql: &str,
+            params: &[&(dyn ToSql + Sync)],
+        ) -> Result<crate::RowStream<'_>, Error> {
+            let x = self.x();
+            crate::proto::encode::check_input(sql, params.len())?;
+            let deadline = x.client.deadline();
+            x.client
+                .stream_on(&x.held.conn, sql, params, deadline)
+                .await
+        }
+
         /// Runs one or more `;`-separated statements with the simple protocol (no parameters,
         /// results discarded). Stops at the first error.
         pub async fn batch_execute(&self, sql: &str) -> Result<(), Error> {

@@ -186,6 +186,7 @@ pub(crate) enum CacheEntry {
 pub(crate) enum Token {
     Query(Arc<QueryWaiter>),
     Prepare(Arc<Prepare>),
+    Stream(Arc<crate::stream::RowSink>),
 }
 
 pub(crate) struct Queued {
@@ -427,6 +428,14 @@ impl ConnShared {
         wakes.wake_all();
     }
 
+    /// Wakes the connection task (a streaming consumer made room, or went away).
+    pub(crate) fn wake_task(&self) {
+        let w = lock(&self.state).task_waker.clone();
+        if let Some(w) = w {
+            w.wake();
+        }
+    }
+
     /// Fails everything at once: the task fails sent units as `Indeterminate` and queued ones as
     /// `NotDispatched` at its next tick, then closes the socket.
     pub(crate) fn abort(&self) {
@@ -595,6 +604,39 @@ impl ConnShared {
         })
         .await
         .map(|r| r.map(wake_and_return))
+    }
+
+    /// Encodes a streaming execute unit for `stmt` (rows go to `sink` as they arrive), waiting
+    /// for room. `Ok(false)`: the statement was evicted meanwhile (the caller re-prepares).
+    pub(crate) async fn submit_stream(
+        &self,
+        stmt: &Arc<Statement>,
+        params: encode::Params<'_>,
+        sink: &Arc<crate::stream::RowSink>,
+    ) -> Result<bool, Error> {
+        let r = self
+            .with_room(|st| {
+                if !stmt.live.load(Relaxed) {
+                    return Ok(None);
+                }
+                let start = st.committed;
+                st.buf.truncate(start);
+                encode::execute(&stmt.name, stmt.params(), params, &mut st.buf)?;
+                let kind = UnitKind::Stream(stmt.columns().clone());
+                let token = Token::Stream(sink.clone());
+                let waker = self.push_costed(st, start, token, kind, false, Some(stmt.clone()));
+                Ok(Some(waker))
+            })
+            .await?;
+        Ok(match r {
+            Some(waker) => {
+                if let Some(w) = waker {
+                    w.wake();
+                }
+                true
+            }
+            None => false,
+        })
     }
 
     /// Encodes a typed unit into the mailbox (no statement cache), waiting for room.

@@ -249,9 +249,19 @@ impl<R: Runtime> ConnTask<R> {
             }
             return self.die("aborted by the client".into());
         }
-        let more = match self.read(cx) {
-            Ok(more) => more,
-            Err(reason) => return self.die(reason),
+        if self.pipeline.is_paused() {
+            // A streaming consumer made room: take what is buffered before reading more.
+            if let Err(v) = self.drain() {
+                return self.die(format!("protocol violation: {}", v.0));
+            }
+        }
+        // While a stream's consumer has no room, nothing more is read: TCP holds the server.
+        let more = match self.pipeline.is_paused() {
+            true => false,
+            false => match self.read(cx) {
+                Ok(more) => more,
+                Err(reason) => return self.die(reason),
+            },
         };
         if let Err(v) = self.drain() {
             return self.die(format!("protocol violation: {}", v.0));
@@ -416,7 +426,9 @@ impl<R: Runtime> ConnTask<R> {
                     c.inc(&c.parses_sent);
                     c.inc(&c.describes_sent);
                 }
-                crate::proto::UnitKind::Execute(_) | crate::proto::UnitKind::Simple => {}
+                crate::proto::UnitKind::Execute(_)
+                | crate::proto::UnitKind::Stream(_)
+                | crate::proto::UnitKind::Simple => {}
             }
             if q.closes {
                 c.inc(&c.closes_sent);
@@ -657,6 +669,20 @@ fn fail(
             };
             shared.finish_prepare(&p, Err(err), wakes);
         }
+        Token::Stream(sink) => {
+            let err = if dispatched {
+                c.inc(&c.errors_indeterminate);
+                Error::Indeterminate {
+                    reason: reason.clone(),
+                }
+            } else {
+                c.inc(&c.errors_not_dispatched);
+                Error::NotDispatched {
+                    reason: reason.clone(),
+                }
+            };
+            sink.finish(Err(err), wakes);
+        }
     }
 }
 
@@ -868,6 +894,29 @@ impl Handler<Sent> for Completer<'_> {
                 };
                 self.shared.finish_prepare(&p, r, self.wakes);
             }
+            Token::Stream(sink) => {
+                let end = match outcome {
+                    Outcome::Rows { affected, .. } => Ok(affected),
+                    Outcome::Failed(e) => Err(Error::from(e)),
+                    Outcome::Prepared { .. } => Err(Error::Protocol(
+                        "prepare result for a streaming unit".into(),
+                    )),
+                };
+                sink.finish(end, self.wakes);
+            }
+        }
+    }
+
+    fn has_room(&mut self, sent: &Sent) -> bool {
+        match &sent.token {
+            Token::Stream(sink) => sink.has_room(),
+            _ => true,
+        }
+    }
+
+    fn stream_row(&mut self, sent: &Sent, row: crate::Row) {
+        if let Token::Stream(sink) = &sent.token {
+            sink.push(row, self.wakes);
         }
     }
 

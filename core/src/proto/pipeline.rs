@@ -29,6 +29,9 @@ pub enum UnitKind {
     /// A simple-protocol Query (possibly several statements): text-format rows are skipped;
     /// the outcome is the last command's affected-row count, or the first error.
     Simple,
+    /// As [`UnitKind::Execute`], but each row goes to [`Handler::stream_row`] as it arrives,
+    /// while the handler has room for it; the outcome carries no rows.
+    Stream(Arc<[Column]>),
 }
 
 /// How a unit ended. Produced once per unit, at its ReadyForQuery.
@@ -100,6 +103,13 @@ pub trait Handler<T> {
     fn notice(&mut self, _notice: DbError) {}
     /// A NotificationResponse (LISTEN/NOTIFY).
     fn notification(&mut self, _pid: i32, _channel: &str, _payload: &str) {}
+    /// Whether the consumer of streaming unit `token` can take one more row. `false` stops
+    /// the drain before that row (see [`Pipeline::is_paused`]) until it is called again.
+    fn has_room(&mut self, _token: &T) -> bool {
+        true
+    }
+    /// A row of streaming unit `token`.
+    fn stream_row(&mut self, _token: &T, _row: Row) {}
 }
 
 /// The server sent something the pipeline cannot account for. The connection must be closed.
@@ -122,6 +132,8 @@ struct InFlight<T> {
 pub struct Pipeline<T> {
     fifo: VecDeque<InFlight<T>>,
     ready_seen: u64,
+    /// The last drain stopped at a row its streaming consumer had no room for.
+    paused: bool,
 }
 
 impl<T> Default for Pipeline<T> {
@@ -129,6 +141,7 @@ impl<T> Default for Pipeline<T> {
         Pipeline {
             fifo: VecDeque::new(),
             ready_seen: 0,
+            paused: false,
         }
     }
 }
@@ -146,7 +159,7 @@ impl<T> Pipeline<T> {
     /// Records that a unit's messages were written (in this order) to the server.
     pub fn push(&mut self, token: T, kind: UnitKind) {
         let columns = match &kind {
-            UnitKind::Execute(c) => Some(c.clone()),
+            UnitKind::Execute(c) | UnitKind::Stream(c) => Some(c.clone()),
             _ => None,
         };
         self.fifo.push_back(InFlight {
@@ -176,6 +189,12 @@ impl<T> Pipeline<T> {
         self.ready_seen
     }
 
+    /// Whether the last drain stopped at a row its streaming consumer had no room for: the
+    /// rest of the buffer waits (and the connection should read no more) until there is room.
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
     /// Removes every in-flight unit (oldest first), for failing them when the connection dies.
     pub fn take_all(&mut self) -> impl Iterator<Item = T> + '_ {
         self.fifo.drain(..).map(|u| u.token)
@@ -189,6 +208,7 @@ impl<T> Pipeline<T> {
         handler: &mut impl Handler<T>,
     ) -> Result<usize, ProtocolViolation> {
         let mut done = 0;
+        self.paused = false;
         loop {
             if buf.len() < 5 {
                 return Ok(done);
@@ -218,6 +238,15 @@ impl<T> Pipeline<T> {
             match tag {
                 b'D' => {
                     let head = self.head(tag)?;
+                    if matches!(head.kind, UnitKind::Stream(_)) && head.error.is_none() {
+                        if !handler.has_room(&head.token) {
+                            self.paused = true;
+                            return Ok(done);
+                        }
+                        let row = stream_row(head, buf, total)?;
+                        handler.stream_row(&head.token, row);
+                        continue;
+                    }
                     let columns = head.columns.clone().ok_or_else(|| {
                         ProtocolViolation("DataRow before a row description".into())
                     })?;
@@ -365,6 +394,23 @@ impl<T> Pipeline<T> {
         }
         Ok(())
     }
+}
+
+/// Takes the DataRow of `total` bytes at the front of `buf` as a row of `head`.
+fn stream_row<T>(
+    head: &InFlight<T>,
+    buf: &mut BytesMut,
+    total: usize,
+) -> Result<Row, ProtocolViolation> {
+    let columns = head
+        .columns
+        .clone()
+        .ok_or_else(|| ProtocolViolation("DataRow before a row description".into()))?;
+    let mut body = buf.split_to(total).freeze();
+    body.advance(5);
+    Row::new(columns, body).ok_or_else(|| {
+        ProtocolViolation("DataRow column count differs from its description".into())
+    })
 }
 
 /// A `Type` for a server OID. Built-in types map exactly; others (enums, domains, composites)
@@ -726,5 +772,63 @@ mod tests {
         assert_eq!(affected_rows(b"UPDATE 12\0"), 12);
         assert_eq!(affected_rows(b"CREATE TABLE\0"), 0);
         assert_eq!(affected_rows(b"\0"), 0);
+    }
+
+    /// A consumer with room for `room` rows at a time.
+    struct Sink {
+        room: usize,
+        rows: Vec<i64>,
+        done: Vec<String>,
+    }
+    impl Handler<usize> for Sink {
+        fn unit_done(&mut self, token: usize, outcome: Outcome) {
+            let what = match outcome {
+                Outcome::Rows { rows, affected, .. } => {
+                    format!("rows={} affected={affected}", rows.len())
+                }
+                Outcome::Failed(e) => format!("failed {}", e.code),
+                Outcome::Prepared { .. } => "prepared".into(),
+            };
+            self.done.push(format!("{token} {what}"));
+        }
+        fn has_room(&mut self, _token: &usize) -> bool {
+            self.rows.len() < self.room
+        }
+        fn stream_row(&mut self, _token: &usize, row: Row) {
+            self.rows.push(row.get::<_, i64>(0));
+        }
+    }
+
+    #[test]
+    fn a_stream_pauses_at_a_full_consumer_and_resumes_where_it_stopped() {
+        let mut s = vec![];
+        msg(&mut s, b'2', b"");
+        for n in 0..5i64 {
+            data_row(&mut s, &[Some(&n.to_be_bytes()), None]);
+        }
+        complete(&mut s, "SELECT 5");
+        ready(&mut s);
+        let mut p = Pipeline::new();
+        p.push(1usize, UnitKind::Stream(columns()));
+        let mut buf = BytesMut::from(&s[..]);
+        let mut h = Sink {
+            room: 2,
+            rows: vec![],
+            done: vec![],
+        };
+        assert_eq!(p.drain(&mut buf, &mut h).unwrap(), 0);
+        assert!(p.is_paused());
+        assert_eq!(h.rows, vec![0, 1]);
+        let left = buf.len();
+        // Still full: nothing moves.
+        assert_eq!(p.drain(&mut buf, &mut h).unwrap(), 0);
+        assert_eq!(buf.len(), left);
+        // The consumer takes its rows; the drain goes on from the same row.
+        h.room = 10;
+        assert_eq!(p.drain(&mut buf, &mut h).unwrap(), 1);
+        assert!(!p.is_paused());
+        assert_eq!(h.rows, vec![0, 1, 2, 3, 4]);
+        assert_eq!(h.done, vec!["1 rows=0 affected=5"]);
+        assert!(buf.is_empty());
     }
 }

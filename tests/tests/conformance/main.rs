@@ -15,6 +15,7 @@ mod connecting;
 mod foundation;
 mod runtime;
 mod service;
+mod stream;
 mod types;
 
 use std::cell::RefCell;
@@ -363,6 +364,9 @@ suite! {
         runtime::close_completes_every_accepted_unit: 60,
         types::custom_types_round_trip_and_are_looked_up_once: 60,
         types::a_type_created_again_is_looked_up_again: 60,
+        stream::rows_stream_with_bounded_memory: 120,
+        stream::rows_arrive_before_the_statement_ends: 60,
+        stream::dropped_or_failed_streams_leave_the_connection_usable: 60,
     }
 }
 
