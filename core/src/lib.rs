@@ -12,6 +12,7 @@
 
 mod client;
 pub mod config;
+mod copy;
 mod driver;
 pub mod error;
 mod exclusive;
@@ -30,6 +31,7 @@ pub use client::{Adapter, Client};
 pub use config::{
     ChannelBinding, Config, Keepalives, RootCert, SslMode, SslNegotiation, TlsConfig, TlsVersion,
 };
+pub use copy::{CopyIn, CopyOut};
 pub use driver::{ConnTask, Notification, QueryResult};
 pub use error::{DbError, Error, ErrorKind};
 pub use row::{Column, Row, RowIndex};

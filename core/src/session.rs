@@ -80,6 +80,21 @@ macro_rules! statements {
                 .await
         }
 
+        /// Starts `COPY ... FROM STDIN`: write the data to the returned [`crate::CopyIn`],
+        /// then `finish()` it for the number of rows copied.
+        pub async fn copy_in(&self, sql: &str) -> Result<crate::CopyIn<'_>, Error> {
+            let x = self.x();
+            crate::proto::encode::check_input(sql, 0)?;
+            x.client.copy_in_on(&x.held.conn, sql).await
+        }
+
+        /// Starts `COPY ... TO STDOUT`: the returned [`crate::CopyOut`] yields its data.
+        pub async fn copy_out(&self, sql: &str) -> Result<crate::CopyOut<'_>, Error> {
+            let x = self.x();
+            crate::proto::encode::check_input(sql, 0)?;
+            x.client.copy_out_on(&x.held.conn, sql).await
+        }
+
         /// Runs one or more `;`-separated statements with the simple protocol (no parameters,
         /// results discarded). Stops at the first error.
         pub async fn batch_execute(&self, sql: &str) -> Result<(), Error> {

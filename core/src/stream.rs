@@ -56,15 +56,18 @@ impl<R: Runtime> Client<R> {
     }
 }
 
-/// The connection task's end of a stream.
-pub(crate) struct RowSink {
-    state: Mutex<SinkState>,
+/// The connection task's end of a stream of rows.
+pub(crate) type RowSink = Sink<Row>;
+
+/// The connection task's end of a stream of `T` (rows, or COPY data).
+pub(crate) struct Sink<T> {
+    state: Mutex<SinkState<T>>,
     conn: Arc<ConnShared>,
     capacity: usize,
 }
 
-struct SinkState {
-    rows: VecDeque<Row>,
+struct SinkState<T> {
+    rows: VecDeque<T>,
     /// The unit's end: the affected-row count, or why it failed.
     end: Option<Result<u64, Error>>,
     consumer: Option<Waker>,
@@ -74,9 +77,9 @@ struct SinkState {
     peak: usize,
 }
 
-impl RowSink {
-    pub(crate) fn new(conn: Arc<ConnShared>, capacity: usize) -> RowSink {
-        RowSink {
+impl<T> Sink<T> {
+    pub(crate) fn new(conn: Arc<ConnShared>, capacity: usize) -> Sink<T> {
+        Sink {
             state: Mutex::new(SinkState {
                 rows: VecDeque::with_capacity(capacity.min(1024)),
                 end: None,
@@ -96,7 +99,7 @@ impl RowSink {
     }
 
     /// A row, from inside the drain; the consumer's wakeup is deferred.
-    pub(crate) fn push(&self, row: Row, wakes: &mut DeferredWakes) {
+    pub(crate) fn push(&self, row: T, wakes: &mut DeferredWakes) {
         let mut st = lock(&self.state);
         if st.abandoned {
             return;
@@ -118,58 +121,44 @@ impl RowSink {
     }
 }
 
-/// The rows of one statement, as they arrive: see [`crate::Session::query_stream`]. Memory
-/// stays bounded however large the result: at most a few hundred rows are buffered, and the
-/// connection stops reading while they are not taken.
-///
-/// Dropping the stream before its end discards the remaining rows as they arrive; the
-/// connection serves its holder's next statement once the server has sent them.
-pub struct RowStream<'a> {
-    sink: Arc<RowSink>,
+/// The consumer's end of a [`Sink`]: yields items, then the unit's end.
+pub(crate) struct Source<T> {
+    sink: Arc<Sink<T>>,
     affected: Option<u64>,
     /// The end (or the error) was returned: nothing more comes.
     done: bool,
-    _holder: PhantomData<&'a ()>,
 }
 
-impl RowStream<'_> {
-    pub(crate) fn new(sink: Arc<RowSink>) -> Self {
-        RowStream {
+impl<T> Source<T> {
+    pub(crate) fn new(sink: Arc<Sink<T>>) -> Self {
+        Source {
             sink,
             affected: None,
             done: false,
-            _holder: PhantomData,
         }
     }
 
-    /// The next row; `None` at the end; an error ends the stream (rows before it were valid).
-    pub async fn next(&mut self) -> Option<Result<Row, Error>> {
-        futures_lite::future::poll_fn(|cx| self.poll_row(cx)).await
-    }
-
-    /// The command's affected-row count, once the stream has ended.
-    pub fn rows_affected(&self) -> Option<u64> {
+    pub(crate) fn affected(&self) -> Option<u64> {
         self.affected
     }
 
-    /// Most rows the stream held buffered at once.
-    pub fn peak_buffered(&self) -> usize {
+    fn peak(&self) -> usize {
         lock(&self.sink.state).peak
     }
 
-    fn poll_row(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Row, Error>>> {
+    pub(crate) fn poll_item(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<T, Error>>> {
         if self.done {
             return Poll::Ready(None);
         }
         let mut st = lock(&self.sink.state);
-        if let Some(row) = st.rows.pop_front() {
+        if let Some(item) = st.rows.pop_front() {
             let was_full = st.rows.len() + 1 == self.sink.capacity;
             drop(st);
             if was_full {
                 // The task may have stopped at a full sink: let it drain again.
                 self.sink.conn.wake_task();
             }
-            return Poll::Ready(Some(Ok(row)));
+            return Poll::Ready(Some(Ok(item)));
         }
         match st.end.take() {
             Some(Ok(n)) => {
@@ -189,15 +178,7 @@ impl RowStream<'_> {
     }
 }
 
-impl futures_lite::Stream for RowStream<'_> {
-    type Item = Result<Row, Error>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.get_mut().poll_row(cx)
-    }
-}
-
-impl Drop for RowStream<'_> {
+impl<T> Drop for Source<T> {
     fn drop(&mut self) {
         let mut st = lock(&self.sink.state);
         if self.done || st.end.is_some() {
@@ -207,5 +188,48 @@ impl Drop for RowStream<'_> {
         st.rows.clear();
         drop(st);
         self.sink.conn.wake_task();
+    }
+}
+
+/// The rows of one statement, as they arrive: see [`crate::Session::query_stream`]. Memory
+/// stays bounded however large the result: at most a few hundred rows are buffered, and the
+/// connection stops reading while they are not taken.
+///
+/// Dropping the stream before its end discards the remaining rows as they arrive; the
+/// connection serves its holder's next statement once the server has sent them.
+pub struct RowStream<'a> {
+    source: Source<Row>,
+    _holder: PhantomData<&'a ()>,
+}
+
+impl RowStream<'_> {
+    pub(crate) fn new(sink: Arc<RowSink>) -> Self {
+        RowStream {
+            source: Source::new(sink),
+            _holder: PhantomData,
+        }
+    }
+
+    /// The next row; `None` at the end; an error ends the stream (rows before it were valid).
+    pub async fn next(&mut self) -> Option<Result<Row, Error>> {
+        futures_lite::future::poll_fn(|cx| self.source.poll_item(cx)).await
+    }
+
+    /// The command's affected-row count, once the stream has ended.
+    pub fn rows_affected(&self) -> Option<u64> {
+        self.source.affected()
+    }
+
+    /// Most rows the stream held buffered at once.
+    pub fn peak_buffered(&self) -> usize {
+        self.source.peak()
+    }
+}
+
+impl futures_lite::Stream for RowStream<'_> {
+    type Item = Result<Row, Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().source.poll_item(cx)
     }
 }

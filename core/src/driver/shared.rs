@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use crate::typeinfo::TypeCache;
 use std::task::Waker;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use event_listener::Event;
 use postgres_types::Type;
 
@@ -187,6 +187,10 @@ pub(crate) enum Token {
     Query(Arc<QueryWaiter>),
     Prepare(Arc<Prepare>),
     Stream(Arc<crate::stream::RowSink>),
+    CopyOut(Arc<crate::stream::Sink<bytes::Bytes>>),
+    CopyIn(Arc<crate::copy::CopyInShared>),
+    /// COPY data: written and never answered, so nobody waits on it.
+    Data,
 }
 
 pub(crate) struct Queued {
@@ -637,6 +641,63 @@ impl ConnShared {
             }
             None => false,
         })
+    }
+
+    /// Queues a COPY statement (simple protocol) as a unit of `kind`, waiting for room.
+    pub(crate) async fn submit_copy(
+        &self,
+        sql: &str,
+        kind: UnitKind,
+        token: Token,
+    ) -> Result<(), Error> {
+        let mut token = Some(token);
+        let waker = self
+            .with_room(|st| {
+                let start = st.committed;
+                st.buf.truncate(start);
+                encode::simple(sql, &mut st.buf)?;
+                let token = token
+                    .take()
+                    .ok_or_else(|| Error::Protocol("COPY queued twice".into()))?;
+                Ok(self.push_locked(st, start, token, kind.clone(), false))
+            })
+            .await?;
+        if let Some(w) = waker {
+            w.wake();
+        }
+        Ok(())
+    }
+
+    /// Queues COPY data (whole frontend messages) behind the COPY unit, waiting for room.
+    pub(crate) async fn submit_data(&self, data: Bytes) -> Result<(), Error> {
+        let waker = self
+            .with_room(|st| {
+                let start = st.committed;
+                st.buf.truncate(start);
+                st.buf.extend_from_slice(&data);
+                Ok(self.push_locked(st, start, Token::Data, UnitKind::Data, false))
+            })
+            .await?;
+        if let Some(w) = waker {
+            w.wake();
+        }
+        Ok(())
+    }
+
+    /// [`ConnShared::submit_data`] without waiting for room (abandoning a COPY from `Drop`).
+    pub(crate) fn submit_data_now(&self, data: Bytes) {
+        let mut st = lock(&self.state);
+        if status_check(&st.status).is_err() {
+            return;
+        }
+        let start = st.committed;
+        st.buf.truncate(start);
+        st.buf.extend_from_slice(&data);
+        let waker = self.push_locked(&mut st, start, Token::Data, UnitKind::Data, false);
+        drop(st);
+        if let Some(w) = waker {
+            w.wake();
+        }
     }
 
     /// Encodes a typed unit into the mailbox (no statement cache), waiting for room.

@@ -105,6 +105,8 @@ pub struct ConnTask<R: Runtime> {
     /// retires it after `idle_timeout` without any.
     last_active: Instant,
     idle_timer: Option<(Instant, R::Sleep)>,
+    /// The last pump stopped at the write high-water mark with units still queued.
+    queue_left: bool,
 }
 
 const BACKOFF_START: Duration = Duration::from_millis(50);
@@ -148,6 +150,7 @@ impl<R: Runtime> ConnTask<R> {
             batch_seen: Vec::new(),
             last_active: rt_now,
             idle_timer: None,
+            queue_left: false,
         }
     }
 
@@ -281,7 +284,10 @@ impl<R: Runtime> ConnTask<R> {
         if idle_closing || (self.on_demand() && self.retire_if_idle(cx)) {
             return self.close(cx);
         }
-        if more {
+        // More to read (budget spent), or units left queued at the write high-water mark
+        // while the socket took everything: nothing else would wake the task for them (COPY
+        // data, in particular, gets no answer until its end).
+        if more || (self.queue_left && self.wbuf.is_empty()) {
             cx.waker().wake_by_ref();
         }
         Poll::Pending
@@ -389,6 +395,7 @@ impl<R: Runtime> ConnTask<R> {
             Some(self.rt.now())
         };
         let mut moved = 0usize;
+        let mut data = 0usize;
         let mut bytes = 0usize;
         let work_cap = nanos(self.cfg.max_queue_work);
         let mut work_bound = false;
@@ -413,9 +420,14 @@ impl<R: Runtime> ConnTask<R> {
                 Some(_) => {}
             }
             let Some(q) = st.queue.pop_front() else { break };
-            self.in_flight_cost += q.cost;
             let start = self.pumped + bytes as u64;
             bytes += q.len;
+            if matches!(q.kind, crate::proto::UnitKind::Data) {
+                // COPY data of the unit in flight: written, never answered.
+                data += 1;
+                continue;
+            }
+            self.in_flight_cost += q.cost;
             moved += 1;
             match q.kind {
                 crate::proto::UnitKind::Prepare => {
@@ -428,7 +440,10 @@ impl<R: Runtime> ConnTask<R> {
                 }
                 crate::proto::UnitKind::Execute(_)
                 | crate::proto::UnitKind::Stream(_)
-                | crate::proto::UnitKind::Simple => {}
+                | crate::proto::UnitKind::Simple
+                | crate::proto::UnitKind::CopyOut
+                | crate::proto::UnitKind::CopyIn
+                | crate::proto::UnitKind::Data => {}
             }
             if q.closes {
                 c.inc(&c.closes_sent);
@@ -451,12 +466,17 @@ impl<R: Runtime> ConnTask<R> {
             st.committed -= bytes;
             self.pumped += bytes as u64;
         }
+        self.queue_left = self.wbuf.len() + bytes >= WRITE_HIGH_WATER && !st.queue.is_empty();
         let idle_closing = matches!(st.status, Status::Closing | Status::Retiring)
             && st.queue.is_empty()
             && self.pipeline.is_empty()
             && self.wbuf.is_empty();
         if shared.work_bound.load(Relaxed) != work_bound {
             shared.work_bound.store(work_bound, Relaxed);
+        }
+        if data > 0 {
+            c.queued.fetch_sub(data as u64, Relaxed);
+            shared.grant_room(&mut st, &mut self.wakes);
         }
         if moved > 0 {
             if let Some(now) = now {
@@ -683,6 +703,33 @@ fn fail(
             };
             sink.finish(Err(err), wakes);
         }
+        Token::CopyOut(sink) => sink.finish(Err(lost(c, reason, dispatched)), wakes),
+        Token::CopyIn(copy) => copy.finish(Err(lost(c, reason, dispatched)), wakes),
+        Token::Data => {}
+    }
+}
+
+/// The error of a unit whose connection died: never sent, or outcome unknown.
+fn lost(c: &crate::stats::Counters, reason: &Arc<str>, dispatched: bool) -> Error {
+    if dispatched {
+        c.inc(&c.errors_indeterminate);
+        Error::Indeterminate {
+            reason: reason.clone(),
+        }
+    } else {
+        c.inc(&c.errors_not_dispatched);
+        Error::NotDispatched {
+            reason: reason.clone(),
+        }
+    }
+}
+
+/// A COPY unit's end: the rows copied, or why not.
+fn copy_end(outcome: Outcome) -> Result<u64, Error> {
+    match outcome {
+        Outcome::Rows { affected, .. } => Ok(affected),
+        Outcome::Failed(e) => Err(Error::from(e)),
+        Outcome::Prepared { .. } => Err(Error::Protocol("prepare result for a COPY".into())),
     }
 }
 
@@ -904,12 +951,16 @@ impl Handler<Sent> for Completer<'_> {
                 };
                 sink.finish(end, self.wakes);
             }
+            Token::CopyOut(sink) => sink.finish(copy_end(outcome), self.wakes),
+            Token::CopyIn(copy) => copy.finish(copy_end(outcome), self.wakes),
+            Token::Data => {}
         }
     }
 
     fn has_room(&mut self, sent: &Sent) -> bool {
         match &sent.token {
             Token::Stream(sink) => sink.has_room(),
+            Token::CopyOut(sink) => sink.has_room(),
             _ => true,
         }
     }
@@ -917,6 +968,18 @@ impl Handler<Sent> for Completer<'_> {
     fn stream_row(&mut self, sent: &Sent, row: crate::Row) {
         if let Token::Stream(sink) = &sent.token {
             sink.push(row, self.wakes);
+        }
+    }
+
+    fn copy_data(&mut self, sent: &Sent, data: bytes::Bytes) {
+        if let Token::CopyOut(sink) = &sent.token {
+            sink.push(data, self.wakes);
+        }
+    }
+
+    fn copy_in_ready(&mut self, sent: &Sent) {
+        if let Token::CopyIn(copy) = &sent.token {
+            copy.ready(self.wakes);
         }
     }
 

@@ -32,6 +32,15 @@ pub enum UnitKind {
     /// As [`UnitKind::Execute`], but each row goes to [`Handler::stream_row`] as it arrives,
     /// while the handler has room for it; the outcome carries no rows.
     Stream(Arc<[Column]>),
+    /// A simple-protocol `COPY ... TO STDOUT`: each CopyData goes to [`Handler::copy_data`]
+    /// (with the same room check as streamed rows).
+    CopyOut,
+    /// A simple-protocol `COPY ... FROM STDIN`: [`Handler::copy_in_ready`] when the server
+    /// waits for data, which the caller then sends as [`UnitKind::Data`].
+    CopyIn,
+    /// Bytes that belong to the unit in flight (COPY data): written, never answered, so they
+    /// never enter the FIFO.
+    Data,
 }
 
 /// How a unit ended. Produced once per unit, at its ReadyForQuery.
@@ -110,6 +119,10 @@ pub trait Handler<T> {
     }
     /// A row of streaming unit `token`.
     fn stream_row(&mut self, _token: &T, _row: Row) {}
+    /// One CopyData message's payload of COPY-out unit `token`.
+    fn copy_data(&mut self, _token: &T, _data: bytes::Bytes) {}
+    /// The server is in COPY-in mode for unit `token` and waits for its data.
+    fn copy_in_ready(&mut self, _token: &T) {}
 }
 
 /// The server sent something the pipeline cannot account for. The connection must be closed.
@@ -261,6 +274,40 @@ impl<T> Pipeline<T> {
                         head.rows.push(row);
                     }
                 }
+                b'd' => {
+                    let head = self.head(tag)?;
+                    if !matches!(head.kind, UnitKind::CopyOut) {
+                        return Err(ProtocolViolation(
+                            "CopyData outside a COPY TO STDOUT".into(),
+                        ));
+                    }
+                    if !handler.has_room(&head.token) {
+                        self.paused = true;
+                        return Ok(done);
+                    }
+                    let mut body = buf.split_to(total).freeze();
+                    body.advance(5);
+                    handler.copy_data(&head.token, body);
+                }
+                b'H' | b'G' | b'W' => {
+                    let head = self.head(tag)?;
+                    match (tag, &head.kind) {
+                        (b'H', UnitKind::CopyOut) => {}
+                        (b'G', UnitKind::CopyIn) => handler.copy_in_ready(&head.token),
+                        _ => {
+                            return Err(ProtocolViolation(
+                                "the server started a COPY this statement cannot carry: use \
+                                 copy_in() or copy_out() of a session or transaction"
+                                    .into(),
+                            ))
+                        }
+                    }
+                    buf.advance(total);
+                }
+                b'c' => {
+                    self.head(tag)?;
+                    buf.advance(total);
+                }
                 b'2' | b'1' | b'3' | b'n' | b'I' => {
                     let head = self.head(tag)?;
                     if tag == b'n' && matches!(head.kind, UnitKind::Prepare | UnitKind::Typed) {
@@ -329,11 +376,6 @@ impl<T> Pipeline<T> {
                 b's' => {
                     return Err(ProtocolViolation(
                         "PortalSuspended: partial execution is never requested".into(),
-                    ))
-                }
-                b'G' | b'H' | b'W' => {
-                    return Err(ProtocolViolation(
-                        "COPY is not supported on a pipelined connection".into(),
                     ))
                 }
                 _ => self.slow_message(buf, handler)?,

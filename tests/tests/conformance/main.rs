@@ -12,6 +12,7 @@
 //! carries [`Harness::name`].
 
 mod connecting;
+mod copy;
 mod foundation;
 mod runtime;
 mod service;
@@ -367,6 +368,8 @@ suite! {
         stream::rows_stream_with_bounded_memory: 120,
         stream::rows_arrive_before_the_statement_ends: 60,
         stream::dropped_or_failed_streams_leave_the_connection_usable: 60,
+        copy::copy_in_and_out_round_trip: 120,
+        copy::abandoned_and_rejected_copies_leave_the_connection_usable: 60,
     }
 }
 

@@ -1,0 +1,125 @@
+//! COPY on exclusive connections: in and out in text and CSV, large copies with bounded
+//! buffers, an abandoned COPY, a rejected row, and the shared path's refusal.
+
+use crate::{client, Harness};
+
+fn table<H: Harness>() -> String {
+    format!("copy_{}", H::name())
+}
+
+pub async fn copy_in_and_out_round_trip<H: Harness>() {
+    let t = table::<H>();
+    let db = client::<H>(|c| c.pipeline_size = 1).await;
+    let s = db.session().await.unwrap();
+    s.batch_execute(&format!(
+        "DROP TABLE IF EXISTS {t}; CREATE TABLE {t} (id int PRIMARY KEY, name text, note text)"
+    ))
+    .await
+    .unwrap();
+    // 100,000 rows of text format, written in pieces of odd sizes.
+    let mut data = Vec::new();
+    for i in 0..100_000 {
+        data.extend_from_slice(format!("{i}\tname {i}\t\\N\n").as_bytes());
+    }
+    let mut w = s.copy_in(&format!("COPY {t} FROM STDIN")).await.unwrap();
+    for piece in data.chunks(7777) {
+        w.write(piece).await.unwrap();
+    }
+    assert_eq!(w.finish().await.unwrap(), 100_000);
+    let row = s
+        .query_one(
+            &format!("SELECT count(*), count(note), max(name) FROM {t}"),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 100_000);
+    assert_eq!(row.get::<_, i64>(1), 0, "\\N is NULL");
+    // CSV with quotes, in a transaction.
+    let tx = db.transaction().await.unwrap();
+    let mut w = tx
+        .copy_in(&format!("COPY {t} FROM STDIN (FORMAT csv)"))
+        .await
+        .unwrap();
+    w.write(b"100000,\"a, \"\"quoted\"\" name\",x\n")
+        .await
+        .unwrap();
+    assert_eq!(w.finish().await.unwrap(), 1);
+    tx.commit().await.unwrap();
+    // Out again: every row, in order, byte for byte.
+    let mut out = s
+        .copy_out(&format!(
+            "COPY (SELECT * FROM {t} WHERE id < 100000 ORDER BY id) TO STDOUT"
+        ))
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    while let Some(chunk) = out.next().await {
+        got.extend_from_slice(&chunk.unwrap());
+    }
+    assert_eq!(out.rows_copied(), Some(100_000));
+    assert!(got == data, "COPY out differs from what went in");
+    drop(out);
+    let mut out = s
+        .copy_out(&format!(
+            "COPY (SELECT name FROM {t} WHERE id = 100000) TO STDOUT (FORMAT csv)"
+        ))
+        .await
+        .unwrap();
+    let chunk = out.next().await.unwrap().unwrap();
+    assert_eq!(&chunk[..], b"\"a, \"\"quoted\"\" name\"\n");
+    assert!(out.next().await.is_none());
+    drop(out);
+    drop(s);
+    db.close().await;
+}
+
+pub async fn abandoned_and_rejected_copies_leave_the_connection_usable<H: Harness>() {
+    let t = format!("{}_x", table::<H>());
+    let db = client::<H>(|c| {
+        c.pipeline_size = 1;
+        c.pinned_size = 1;
+    })
+    .await;
+    let s = db.session().await.unwrap();
+    s.batch_execute(&format!(
+        "DROP TABLE IF EXISTS {t}; CREATE TABLE {t} (id int PRIMARY KEY)"
+    ))
+    .await
+    .unwrap();
+    // Dropped unfinished: CopyFail, nothing copied.
+    let mut w = s.copy_in(&format!("COPY {t} FROM STDIN")).await.unwrap();
+    w.write(b"1\n2\n").await.unwrap();
+    drop(w);
+    let n: i64 = s
+        .query_one(&format!("SELECT count(*) FROM {t}"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0);
+    // A row the server rejects: the error comes from finish() (or a later write).
+    let mut w = s.copy_in(&format!("COPY {t} FROM STDIN")).await.unwrap();
+    w.write(b"1\nnot a number\n3\n").await.unwrap();
+    let e = w.finish().await.unwrap_err();
+    assert_eq!(e.code(), Some("22P02"), "{e}");
+    // A COPY out dropped early: the rest is discarded.
+    let mut out = s
+        .copy_out("COPY (SELECT g FROM generate_series(1, 200000) g) TO STDOUT")
+        .await
+        .unwrap();
+    out.next().await.unwrap().unwrap();
+    drop(out);
+    // copy_in() of a statement that is not COPY FROM STDIN is an error, not a hang.
+    let e = s.copy_in("SELECT 1").await.err().expect("not a COPY");
+    assert!(e.to_string().contains("COPY"), "{e}");
+    let row = s.query_one("SELECT 7", &[]).await.unwrap();
+    assert_eq!(row.get::<_, i32>(0), 7);
+    drop(s);
+    // The shared path refuses COPY before sending it.
+    let e = db
+        .execute(&format!("COPY {t} FROM STDIN"), &[])
+        .await
+        .unwrap_err();
+    assert!(matches!(e, pgpipe::Error::Refused(_)), "{e}");
+    db.close().await;
+}
