@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod binary_copy;
 mod client;
 pub mod config;
 mod copy;

@@ -1,6 +1,9 @@
 //! COPY on exclusive connections: in and out in text and CSV, large copies with bounded
 //! buffers, an abandoned COPY, a rejected row, and the shared path's refusal.
 
+use pgpipe::binary_copy::{BinaryCopyInWriter, BinaryCopyOutStream};
+use pgpipe::types::Type;
+
 use crate::{client, Harness};
 
 fn table<H: Harness>() -> String {
@@ -121,5 +124,71 @@ pub async fn abandoned_and_rejected_copies_leave_the_connection_usable<H: Harnes
         .await
         .unwrap_err();
     assert!(matches!(e, pgpipe::Error::Refused(_)), "{e}");
+    db.close().await;
+}
+
+pub async fn binary_copy_round_trips_typed_rows<H: Harness>() {
+    let t = format!("{}_bin", table::<H>());
+    let db = client::<H>(|c| c.pipeline_size = 1).await;
+    let s = db.session().await.unwrap();
+    s.batch_execute(&format!(
+        "DROP TABLE IF EXISTS {t}; \
+         CREATE TABLE {t} (id int8, name text, score float8, tags text[], maybe int4)"
+    ))
+    .await
+    .unwrap();
+    let types = [
+        Type::INT8,
+        Type::TEXT,
+        Type::FLOAT8,
+        Type::TEXT_ARRAY,
+        Type::INT4,
+    ];
+    let copy = s
+        .copy_in(&format!("COPY {t} FROM STDIN (FORMAT binary)"))
+        .await
+        .unwrap();
+    let mut w = BinaryCopyInWriter::new(copy, &types);
+    for i in 0..50_000i64 {
+        let name = format!("row {i}");
+        let tags = vec![format!("t{}", i % 7), "x".to_owned()];
+        let maybe: Option<i32> = (i % 3 == 0).then_some(i as i32);
+        w.write(&[&i, &name, &(i as f64 / 2.0), &tags, &maybe])
+            .await
+            .unwrap();
+    }
+    // A value of the wrong type is refused before anything of its row is sent.
+    let e = w
+        .write(&[&"no", &"x", &1.0f64, &Vec::<String>::new(), &None::<i32>])
+        .await;
+    assert!(
+        matches!(e, Err(pgpipe::Error::Encode { index: 0, .. })),
+        "{e:?}"
+    );
+    assert_eq!(w.finish().await.unwrap(), 50_000);
+    let copy = s
+        .copy_out(&format!(
+            "COPY (SELECT * FROM {t} ORDER BY id) TO STDOUT (FORMAT binary)"
+        ))
+        .await
+        .unwrap();
+    let mut r = BinaryCopyOutStream::new(copy, &types);
+    let mut i = 0i64;
+    while let Some(row) = r.next().await {
+        let row = row.unwrap();
+        assert_eq!(row.get::<i64>(0), i);
+        assert_eq!(row.get::<&str>(1), format!("row {i}"));
+        assert_eq!(row.get::<f64>(2), i as f64 / 2.0);
+        assert_eq!(
+            row.get::<Vec<String>>(3),
+            vec![format!("t{}", i % 7), "x".to_owned()]
+        );
+        assert_eq!(row.get::<Option<i32>>(4), (i % 3 == 0).then_some(i as i32));
+        i += 1;
+    }
+    assert_eq!(i, 50_000);
+    assert_eq!(r.rows_copied(), Some(50_000));
+    drop(r);
+    drop(s);
     db.close().await;
 }

@@ -370,6 +370,7 @@ suite! {
         stream::dropped_or_failed_streams_leave_the_connection_usable: 60,
         copy::copy_in_and_out_round_trip: 120,
         copy::abandoned_and_rejected_copies_leave_the_connection_usable: 60,
+        copy::binary_copy_round_trips_typed_rows: 120,
     }
 }
 
