@@ -101,6 +101,17 @@ impl Pinned {
     pub(crate) fn release(&self, id: u64, conn: &Arc<ConnShared>) {
         let mut st = lock(&self.state);
         st.holders.retain(|(h, _, _)| *h != id);
+        // Statements still running belong to nobody now: the connection task cancels them,
+        // and closes the connection if they outlive the bound (see `driver/cancel.rs`).
+        if conn
+            .counters
+            .in_flight
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+        {
+            conn.cancel_abandoned
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let reset = if conn.is_open() && !st.closing {
             // ROLLBACK is harmless outside a transaction (a warning); DISCARD ALL must be its
             // own unit because it refuses to run inside a transaction block.

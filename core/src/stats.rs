@@ -48,6 +48,7 @@ counters! {
     tls_records_out,
     /// Connections (and reconnects) established over TLS.
     tls_handshakes,
+
     /// Units sent and not yet complete (a gauge).
     in_flight,
     /// Highest `in_flight` seen.

@@ -18,6 +18,9 @@ use std::time::Duration;
 use bytes::{Buf, BytesMut};
 use postgres_protocol::message::backend::Message;
 
+use std::sync::Arc;
+
+use super::cancel::CancelBudget;
 use super::transport::Transport;
 use crate::config::{SslMode, SslNegotiation};
 use crate::proto::{Binding, SessionInfo, Startup, Step};
@@ -34,6 +37,8 @@ pub(crate) struct Endpoint {
     config: Config,
     pub(crate) target: Target,
     pub(crate) tls: Option<TlsConnector>,
+    /// Cancels in flight for the whole client (see `cancel.rs`).
+    pub(crate) cancels: Arc<CancelBudget>,
 }
 
 impl Deref for Endpoint {
@@ -51,6 +56,7 @@ impl Endpoint {
         Ok(Endpoint {
             target: target_of(&config),
             tls,
+            cancels: Arc::default(),
             config,
         })
     }

@@ -286,6 +286,8 @@ pub(crate) struct ConnShared {
     pub(crate) abort_flag: AtomicBool,
     /// Transaction status from the last ReadyForQuery (`b'I'`, `b'T'`, `b'E'`).
     pub(crate) tx_status: AtomicU8,
+    /// An exclusive connection was released with work still running: cancel it, bounded.
+    pub(crate) cancel_abandoned: AtomicBool,
     pub(crate) notifications: Mutex<Notifications>,
     pub(crate) mailbox_size: usize,
     /// A [`Role`]; set when an on-demand connection is opened.
@@ -323,6 +325,7 @@ impl ConnShared {
             open_flag: AtomicBool::new(false),
             abort_flag: AtomicBool::new(false),
             tx_status: AtomicU8::new(b'I'),
+            cancel_abandoned: AtomicBool::new(false),
             notifications: Mutex::new(Notifications::default()),
             mailbox_size,
             role: AtomicU8::new(Role::Base as u8),

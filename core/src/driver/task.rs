@@ -21,6 +21,7 @@ use crate::driver::shared::{
     DEFAULT_COST_NS, NOTIFICATION_BACKLOG, RETIRED,
 };
 
+use crate::driver::cancel::{Cancel, CANCEL_BOUND};
 use crate::driver::open::{Endpoint, Opening};
 use crate::driver::transport::{Transport, MAX_RECORD};
 use crate::proto::{Handler, Outcome, Pipeline, SessionInfo};
@@ -107,6 +108,10 @@ pub struct ConnTask<R: Runtime> {
     idle_timer: Option<(Instant, R::Sleep)>,
     /// The last pump stopped at the write high-water mark with units still queued.
     queue_left: bool,
+    /// Exclusive connections: a CancelRequest for abandoned work, and the bound on it (the
+    /// ReadyForQuery count that means the abandoned units are done, and its deadline).
+    cancel: Option<Cancel<R>>,
+    cancel_bound: Option<(u64, R::Sleep)>,
 }
 
 const BACKOFF_START: Duration = Duration::from_millis(50);
@@ -151,6 +156,8 @@ impl<R: Runtime> ConnTask<R> {
             last_active: rt_now,
             idle_timer: None,
             queue_left: false,
+            cancel: None,
+            cancel_bound: None,
         }
     }
 
@@ -277,6 +284,11 @@ impl<R: Runtime> ConnTask<R> {
                 Poll::Pending
             };
         }
+        if self.exclusive {
+            if let Err(reason) = self.cancel_abandoned(cx) {
+                return self.die(reason);
+            }
+        }
         let idle_closing = self.pump(cx);
         if let Err(reason) = self.write(cx) {
             return self.die(reason);
@@ -291,6 +303,39 @@ impl<R: Runtime> ConnTask<R> {
             cx.waker().wake_by_ref();
         }
         Poll::Pending
+    }
+
+    /// Cancels the work its released holder left running (see `driver/cancel.rs`); `Err`
+    /// when that work outlived the bound and the connection must go.
+    fn cancel_abandoned(&mut self, cx: &mut Context<'_>) -> Result<(), String> {
+        if self.shared.cancel_abandoned.swap(false, Relaxed)
+            && !self.pipeline.is_empty()
+            && self.cancel_bound.is_none()
+        {
+            let until = self.pipeline.ready_seen() + self.pipeline.len() as u64;
+            let deadline = self.rt.sleep_until(self.rt.now() + CANCEL_BOUND);
+            self.cancel_bound = Some((until, deadline));
+            if let Some(key) = self.session.backend_key {
+                self.cancel = Cancel::start(&self.rt, &self.cfg.target, key, &self.cfg.cancels);
+            }
+        }
+        if let Some(cancel) = &mut self.cancel {
+            if cancel.poll(cx).is_ready() {
+                self.cancel = None;
+            }
+        }
+        if let Some((until, deadline)) = &mut self.cancel_bound {
+            if self.pipeline.ready_seen() >= *until {
+                self.cancel_bound = None;
+                self.cancel = None;
+            } else if Pin::new(deadline).poll(cx).is_ready() {
+                return Err(format!(
+                    "statements abandoned by a released session still ran {CANCEL_BOUND:?} \
+                     after their cancel; connection closed"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Reads until the socket would block or the budget is spent. `Ok(true)`: budget spent.

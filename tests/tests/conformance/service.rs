@@ -644,3 +644,76 @@ pub async fn commit_with_unknown_outcome_is_indeterminate_commit<H: Harness>() {
     drop(s);
     db.close().await;
 }
+
+/// A session released while its statement runs: the statement is cancelled, and the next
+/// holder gets the connection within seconds (not after the statement's 30 s); a statement that
+/// swallows the cancel costs its connection instead, closed after the bound.
+pub async fn abandoned_session_work_is_cancelled_within_a_bound<H: Harness>() {
+    let db = client::<H>(|c| {
+        c.pipeline_size = 1;
+        c.pinned_size = 1;
+    })
+    .await;
+    let s = db.session().await.unwrap();
+    let pid: i32 = s
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    // Abandon a 30 s statement after 200 ms (its future is dropped), then the session.
+    let sleep = s.execute("SELECT pg_sleep(30)", &[]);
+    let abandoned = futures_lite::future::or(async { Some(sleep.await) }, async {
+        H::sleep(Duration::from_millis(200)).await;
+        None
+    })
+    .await;
+    assert!(abandoned.is_none());
+    drop(s);
+    let started = std::time::Instant::now();
+    let s = db.session().await.unwrap();
+    let again: i32 = s
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let waited = started.elapsed();
+    assert!(
+        waited < Duration::from_secs(10),
+        "the next session waited {waited:?}"
+    );
+    assert_eq!(
+        again, pid,
+        "the cancel worked: the same connection, not a replacement"
+    );
+    // A statement that swallows cancels: the bound closes its connection.
+    s.batch_execute(&format!(
+        "SET client_connection_check_interval = '100ms'; \
+         CREATE OR REPLACE FUNCTION pg_temp.stubborn_{0}() RETURNS void AS $$ \
+         BEGIN LOOP BEGIN PERFORM pg_sleep(30); \
+         EXCEPTION WHEN query_canceled THEN NULL; END; END LOOP; END $$ LANGUAGE plpgsql",
+        H::name()
+    ))
+    .await
+    .unwrap();
+    let call = format!("SELECT pg_temp.stubborn_{}()", H::name());
+    let stubborn = s.execute(&call, &[]);
+    let abandoned = futures_lite::future::or(async { Some(stubborn.await) }, async {
+        H::sleep(Duration::from_millis(200)).await;
+        None
+    })
+    .await;
+    assert!(abandoned.is_none());
+    drop(s);
+    let s = db.session().await.unwrap();
+    let replaced: i32 = s
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_ne!(
+        replaced, pid,
+        "a backend that ignored its cancel is not handed out again"
+    );
+    drop(s);
+    db.close().await;
+}
