@@ -185,8 +185,9 @@ impl<R: Adapter> Client<R> {
     async fn checkout(&self) -> Result<Held, Error> {
         let me = futures_lite::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
         let pinned = &self.inner.pinned;
+        let started = self.inner.rt.now();
         loop {
-            let conn = match pinned.acquire(&me).await? {
+            let conn = match self.acquire(&me, started).await? {
                 Checkout::Idle(conn, reset) => {
                     if conn.is_open() && reset_ok(reset).await {
                         conn
@@ -213,7 +214,7 @@ impl<R: Adapter> Client<R> {
                     shared
                 }
             };
-            let id = pinned.hold(conn.clone(), me.clone());
+            let id = pinned.hold(conn.clone(), me.clone(), self.inner.rt.now());
             return Ok(Held {
                 conn,
                 pinned: pinned.clone(),
@@ -341,6 +342,47 @@ impl<R: Runtime> Client<R> {
                 l.await;
             }
         }
+    }
+
+    /// Waits for an idle exclusive connection or a slot, for at most `checkout_timeout` since
+    /// `started`. Only this wait is bounded here: opening is bounded by `connect_timeout`, and
+    /// a previous holder's reset by the cancel bound.
+    async fn acquire(&self, me: &std::task::Waker, started: Instant) -> Result<Checkout, Error> {
+        let pinned = &self.inner.pinned;
+        let Some(limit) = self.inner.config.checkout_timeout else {
+            return pinned.acquire(me).await;
+        };
+        let rt = &self.inner.rt;
+        futures_lite::future::or(pinned.acquire(me), async {
+            rt.sleep_until(started + limit).await;
+            let now = rt.now();
+            Err(pinned.timed_out(now.saturating_duration_since(started), now))
+        })
+        .await
+    }
+
+    /// [`Client::close`], but for at most `limit`: what is still in flight then fails with
+    /// typed errors (`Indeterminate` if it was sent, `NotDispatched` if not) and every
+    /// connection is closed at once. Returns whether everything finished in time.
+    pub async fn close_within(&self, limit: std::time::Duration) -> bool {
+        let rt = &self.inner.rt;
+        let deadline = rt.now() + limit;
+        let graceful = futures_lite::future::or(
+            async {
+                self.close().await;
+                true
+            },
+            async {
+                rt.sleep_until(deadline).await;
+                false
+            },
+        )
+        .await;
+        if !graceful {
+            self.abort();
+            self.close().await;
+        }
+        graceful
     }
 
     pub(crate) fn deadline(&self) -> Option<Instant> {

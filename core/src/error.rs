@@ -42,6 +42,18 @@ pub enum Error {
     /// Checking out an exclusive connection would wait for one held by the calling task itself.
     #[error("recursive checkout: this task already holds an exclusive connection and every one is in use, so it would wait for itself forever")]
     RecursiveCheckout,
+    /// `session()` / `transaction()` waited `checkout_timeout` for an exclusive connection.
+    #[error("no exclusive connection after {waited:?}: {held} of {pinned} are held{}", longest_held.map(|d| format!(", the longest for {d:?}")).unwrap_or_default())]
+    CheckoutTimeout {
+        /// How long the caller waited.
+        waited: std::time::Duration,
+        /// Exclusive connections held by callers when the wait ended.
+        held: usize,
+        /// `pinned_size`.
+        pinned: usize,
+        /// How long the longest current holder has held its connection.
+        longest_held: Option<std::time::Duration>,
+    },
     /// The caller's deadline passed. The unit stays in its pipeline and is drained and discarded.
     #[error("timed out waiting for the result (the statement may still run)")]
     Timeout,
@@ -131,7 +143,7 @@ impl Error {
             Error::Indeterminate { .. } | Error::IndeterminateCommit { .. } => {
                 ErrorKind::Indeterminate
             }
-            Error::Timeout => ErrorKind::Timeout,
+            Error::Timeout | Error::CheckoutTimeout { .. } => ErrorKind::Timeout,
             Error::Io(_) | Error::Protocol(_) | Error::NoConnection { .. } => ErrorKind::Connection,
             _ => ErrorKind::Other,
         }

@@ -8,6 +8,7 @@
 
 use std::sync::{Arc, Mutex};
 use std::task::Waker;
+use std::time::{Duration, Instant};
 
 use event_listener::Event;
 
@@ -33,9 +34,9 @@ struct PinnedState {
     idle: Vec<Idle>,
     /// Connections open or being opened, idle or held.
     open: usize,
-    /// Current holders: id, the connection, and the waker of the task that checked it out
-    /// (to recognize a checkout by a task that already holds one).
-    holders: Vec<(u64, Arc<ConnShared>, Waker)>,
+    /// Current holders: id, the connection, the waker of the task that checked it out (to
+    /// recognize a checkout by a task that already holds one), and since when it is held.
+    holders: Vec<(u64, Arc<ConnShared>, Waker, Instant)>,
     next_id: u64,
     closing: bool,
 }
@@ -72,7 +73,7 @@ impl Pinned {
                     st.open += 1;
                     return Ok(Checkout::Open);
                 }
-                if st.holders.iter().any(|(_, _, w)| w.will_wake(me)) {
+                if st.holders.iter().any(|(_, _, w, _)| w.will_wake(me)) {
                     return Err(Error::RecursiveCheckout);
                 }
                 self.available.listen()
@@ -88,19 +89,35 @@ impl Pinned {
     }
 
     /// Records a holder; returns its id for [`Pinned::release`].
-    pub(crate) fn hold(&self, conn: Arc<ConnShared>, me: Waker) -> u64 {
+    pub(crate) fn hold(&self, conn: Arc<ConnShared>, me: Waker, now: Instant) -> u64 {
         let mut st = lock(&self.state);
         st.next_id += 1;
         let id = st.next_id;
-        st.holders.push((id, conn, me));
+        st.holders.push((id, conn, me, now));
         id
+    }
+
+    /// The error for a checkout that waited `waited` (at `now`): how many connections are held
+    /// and for how long the longest holder has had one.
+    pub(crate) fn timed_out(&self, waited: Duration, now: Instant) -> Error {
+        let st = lock(&self.state);
+        Error::CheckoutTimeout {
+            waited,
+            held: st.holders.len(),
+            pinned: self.max,
+            longest_held: st
+                .holders
+                .iter()
+                .map(|(_, _, _, since)| now.saturating_duration_since(*since))
+                .max(),
+        }
     }
 
     /// Returns a held connection: queue its reset and put it back, or close it if it is dead
     /// or the service is closing.
     pub(crate) fn release(&self, id: u64, conn: &Arc<ConnShared>) {
         let mut st = lock(&self.state);
-        st.holders.retain(|(h, _, _)| *h != id);
+        st.holders.retain(|(h, _, _, _)| *h != id);
         // Statements still running belong to nobody now: the connection task cancels them,
         // and closes the connection if they outlive the bound (see `driver/cancel.rs`).
         if conn
@@ -157,7 +174,7 @@ impl Pinned {
         st.closing = true;
         let mut all: Vec<_> = st.idle.drain(..).map(|i| i.conn).collect();
         st.open -= all.len();
-        all.extend(st.holders.iter().map(|(_, c, _)| c.clone()));
+        all.extend(st.holders.iter().map(|(_, c, _, _)| c.clone()));
         drop(st);
         for c in &all {
             c.abort();

@@ -63,6 +63,13 @@ pub struct Config {
     /// as in libpq, 1 means 2). No timeout (`connect_timeout` 0, negative or empty) is
     /// [`Config::NO_CONNECT_TIMEOUT`].
     pub connect_timeout: Duration,
+    /// How long `session()` / `transaction()` wait for an exclusive connection before failing
+    /// with `Error::CheckoutTimeout` (`checkout_timeout_ms`; `None`, the default, waits).
+    pub checkout_timeout: Option<Duration>,
+    /// A server-side `statement_timeout` set at startup on every shared (pipelined) connection
+    /// alike, so it stays session-neutral (`shared_statement_timeout_ms`; `None`: the server's).
+    /// A statement that exceeds it fails alone (57014); exclusive connections are not affected.
+    pub shared_statement_timeout: Option<Duration>,
     /// Deadline per query, measured from submission; `None` waits forever (`query_timeout` in
     /// milliseconds). On expiry the caller gets `Error::Timeout` and the unit is drained and discarded.
     pub query_timeout: Option<Duration>,
@@ -111,6 +118,8 @@ impl Default for Config {
             statement_cache_size: 256,
             connect_timeout: Duration::from_secs(10),
             query_timeout: None,
+            checkout_timeout: None,
+            shared_statement_timeout: None,
             retry_not_dispatched: true,
             pinned_size: 2,
             guard: crate::guard::Mode::Default,
@@ -144,6 +153,8 @@ impl fmt::Debug for Config {
             .field("statement_cache_size", &self.statement_cache_size)
             .field("connect_timeout", &self.connect_timeout)
             .field("query_timeout", &self.query_timeout)
+            .field("checkout_timeout", &self.checkout_timeout)
+            .field("shared_statement_timeout", &self.shared_statement_timeout)
             .field("retry_not_dispatched", &self.retry_not_dispatched)
             .field("pinned_size", &self.pinned_size)
             .field("guard", &self.guard)

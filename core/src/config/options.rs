@@ -81,6 +81,8 @@ pub(crate) const KEYWORDS: &[Keyword] = &[
     kw("slow_threshold_us", None),
     kw("max_queue_work_us", None),
     kw("idle_timeout_ms", None),
+    kw("checkout_timeout_ms", None),
+    kw("shared_statement_timeout_ms", None),
 ];
 
 /// Position of `name` in [`KEYWORDS`].
@@ -270,6 +272,14 @@ impl Config {
             "slow_threshold_us" => self.slow_threshold = Duration::from_micros(num(key, v)?),
             "max_queue_work_us" => self.max_queue_work = Duration::from_micros(num(key, v)?),
             "idle_timeout_ms" => self.idle_timeout = Duration::from_millis(num(key, v)?),
+            "checkout_timeout_ms" => {
+                let ms: u64 = num(key, v)?;
+                self.checkout_timeout = (ms > 0).then(|| Duration::from_millis(ms));
+            }
+            "shared_statement_timeout_ms" => {
+                let ms: u64 = num(key, v)?;
+                self.shared_statement_timeout = (ms > 0).then(|| Duration::from_millis(ms));
+            }
             "guard" => {
                 let modes = [
                     ("default", crate::guard::Mode::Default),

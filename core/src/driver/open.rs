@@ -137,6 +137,8 @@ pub(crate) type Opened<R> = (Transport<<R as Runtime>::Socket>, SessionInfo);
 
 /// One connection being opened, bounded by `connect_timeout` per attempt.
 pub(crate) struct Opening<R: Runtime> {
+    /// Exclusive connections do not get the shared path's startup settings.
+    exclusive: bool,
     attempt: Attempt,
     state: State<R>,
     deadline: R::Sleep,
@@ -145,9 +147,10 @@ pub(crate) struct Opening<R: Runtime> {
 }
 
 impl<R: Runtime> Opening<R> {
-    pub(crate) fn new(rt: &R, ep: &Endpoint) -> Self {
+    pub(crate) fn new(rt: &R, ep: &Endpoint, exclusive: bool) -> Self {
         let attempt = ep.first_attempt();
         Opening {
+            exclusive,
             attempt,
             state: State::Connecting(rt.connect(&ep.target)),
             deadline: deadline(rt, ep),
@@ -328,8 +331,17 @@ impl<R: Runtime> Opening<R> {
             end_point: transport.peer_certificate().and_then(tls::end_point_hash),
         };
         let mut out = BytesMut::with_capacity(512);
-        let startup =
-            Box::new(Startup::begin(ep.config(), binding, &mut out).map_err(Failure::Fatal)?);
+        let timeout = match (self.exclusive, ep.shared_statement_timeout) {
+            (false, Some(t)) => Some(format!("{}ms", t.as_millis())),
+            _ => None,
+        };
+        let settings: &[(&str, &str)] = match &timeout {
+            Some(t) => &[("statement_timeout", t.as_str())],
+            None => &[],
+        };
+        let startup = Box::new(
+            Startup::begin(ep.config(), binding, settings, &mut out).map_err(Failure::Fatal)?,
+        );
         self.rbuf.clear();
         Ok(State::Startup {
             transport,

@@ -127,7 +127,7 @@ impl<R: Runtime> ConnTask<R> {
         exclusive: bool,
         opened: Arc<Waiter<Result<(), Error>>>,
     ) -> Self {
-        let phase = Phase::Opening(Box::new(Opening::new(&rt, &cfg)));
+        let phase = Phase::Opening(Box::new(Opening::new(&rt, &cfg, exclusive)));
         let rt_now = rt.now();
         ConnTask {
             rt,
@@ -818,7 +818,11 @@ impl<R: Runtime> ConnTask<R> {
                     };
                     match Pin::new(sleep).poll(cx) {
                         Poll::Ready(_) => {
-                            self.phase = Phase::Opening(Box::new(Opening::new(&self.rt, &self.cfg)))
+                            self.phase = Phase::Opening(Box::new(Opening::new(
+                                &self.rt,
+                                &self.cfg,
+                                self.exclusive,
+                            )))
                         }
                         Poll::Pending => return Poll::Pending,
                     }

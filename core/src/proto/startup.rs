@@ -64,7 +64,14 @@ pub struct Startup {
 
 impl Startup {
     /// Writes the StartupMessage for `cfg` into `out` and returns the state machine.
-    pub fn begin(cfg: &Config, binding: Binding, out: &mut BytesMut) -> Result<Startup, Error> {
+    /// `settings` are further server settings for this connection only (`statement_timeout`
+    /// of the shared path, for example).
+    pub fn begin(
+        cfg: &Config,
+        binding: Binding,
+        settings: &[(&str, &str)],
+        out: &mut BytesMut,
+    ) -> Result<Startup, Error> {
         let mut params: Vec<(&str, &str)> = vec![
             ("user", cfg.user.as_str()),
             ("database", cfg.database()),
@@ -76,6 +83,7 @@ impl Startup {
         if let Some(options) = &cfg.options {
             params.push(("options", options.as_str()));
         }
+        params.extend_from_slice(settings);
         frontend::startup_message(params.iter().copied(), out)
             .map_err(|e| Error::Config(format!("cannot encode startup message: {e}")))?;
         Ok(Startup {

@@ -360,6 +360,7 @@ suite! {
         service::abort_fails_everything_at_once: 30,
         service::commit_with_unknown_outcome_is_indeterminate_commit: 60,
         service::abandoned_session_work_is_cancelled_within_a_bound: 60,
+        service::timeouts_free_resources: 60,
         runtime::query_timeouts_fire_on_the_adapter_clock: 60,
         runtime::several_clients_in_one_process_serve_concurrently: 60,
         runtime::one_client_per_runtime_on_several_threads: 120,

@@ -717,3 +717,60 @@ pub async fn abandoned_session_work_is_cancelled_within_a_bound<H: Harness>() {
     drop(s);
     db.close().await;
 }
+
+/// `checkout_timeout` bounds the wait for an exclusive connection and says who holds them;
+/// `close_within` ends in-flight work with typed errors after its limit; a shared-path
+/// `statement_timeout` fails the statement over it alone and leaves sessions alone.
+pub async fn timeouts_free_resources<H: Harness>() {
+    let db = client::<H>(|c| {
+        c.pipeline_size = 1;
+        c.max_connections = 1;
+        c.pinned_size = 1;
+        c.checkout_timeout = Some(Duration::from_millis(300));
+        c.shared_statement_timeout = Some(Duration::from_millis(300));
+    })
+    .await;
+    let held = db.session().await.unwrap();
+    // Another task asks (this one would be refused as a recursive checkout).
+    let other = {
+        let db = db.clone();
+        H::spawn(async move { db.session().await.map(|_| ()) })
+    };
+    match other.await {
+        Err(Error::CheckoutTimeout {
+            held: 1,
+            pinned: 1,
+            longest_held: Some(_),
+            ..
+        }) => {}
+        other => panic!("expected a checkout timeout, got {other:?}"),
+    }
+    // Sessions do not get the shared path's statement_timeout.
+    let row = held.query_one("SHOW statement_timeout", &[]).await.unwrap();
+    assert_eq!(row.get::<_, String>(0), "0");
+    drop(held);
+    // On the shared path the slow statement fails alone; its neighbours are answered.
+    let (slow, fast) = futures_lite::future::zip(
+        db.execute("SELECT pg_sleep(2)", &[]),
+        db.query_one("SELECT 5", &[]),
+    )
+    .await;
+    assert_eq!(slow.unwrap_err().code(), Some("57014"));
+    assert_eq!(fast.unwrap().get::<_, i32>(0), 5);
+    let row = db
+        .query_one("SELECT current_setting('statement_timeout')", &[])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "300ms");
+    db.close().await;
+
+    // close_within: a unit still running at the limit fails as Indeterminate.
+    let db = client::<H>(|c| c.pipeline_size = 1).await;
+    let slow = {
+        let db = db.clone();
+        H::spawn(async move { db.execute("SELECT pg_sleep(5)", &[]).await })
+    };
+    crate::wait_until::<H>(|| db.stats().total.in_flight > 0).await;
+    assert!(!db.close_within(Duration::from_millis(200)).await);
+    assert!(matches!(slow.await, Err(Error::Indeterminate { .. })));
+}

@@ -160,6 +160,12 @@ const ACCEPTED: &[(&str, Check)] = &[
     ("idle_timeout_ms=50", |c| {
         c.idle_timeout == Duration::from_millis(50)
     }),
+    ("checkout_timeout_ms=250", |c| {
+        c.checkout_timeout == Some(Duration::from_millis(250))
+    }),
+    ("shared_statement_timeout_ms=1500", |c| {
+        c.shared_statement_timeout == Some(Duration::from_millis(1500))
+    }),
 ];
 
 /// The keyword/value string as URL query parameters.
