@@ -13,6 +13,7 @@
 
 mod connecting;
 mod foundation;
+mod reset;
 mod runtime;
 mod service;
 mod types;
@@ -357,6 +358,7 @@ suite! {
         service::a_full_mailbox_makes_callers_wait_instead_of_growing: 60,
         service::abort_fails_everything_at_once: 30,
         service::commit_with_unknown_outcome_is_indeterminate_commit: 60,
+        reset::release_rolls_back_only_open_transactions: 60,
         runtime::query_timeouts_fire_on_the_adapter_clock: 60,
         runtime::several_clients_in_one_process_serve_concurrently: 60,
         runtime::one_client_per_runtime_on_several_threads: 120,
