@@ -17,6 +17,7 @@ mod reset;
 mod runtime;
 mod service;
 mod types;
+mod values;
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -241,6 +242,25 @@ fn clients_of_multi_threaded_runtimes_are_send_sync_clone() {
     check::<Db<Tokio>>();
 }
 
+/// Compile-time: each adapter names its runtime once; its handles are the core's on that runtime.
+#[allow(dead_code)]
+fn adapters_alias_the_core_handles() {
+    fn same<T>(_: std::marker::PhantomData<T>, _: std::marker::PhantomData<T>) {}
+    use std::marker::PhantomData as P;
+    same(
+        P::<pgpipe_smol::Session>,
+        P::<pgpipe::Session<pgpipe_smol::SmolRuntime>>,
+    );
+    same(
+        P::<pgpipe_tokio::Transaction>,
+        P::<pgpipe::Transaction<pgpipe_tokio::TokioRuntime>>,
+    );
+    same(
+        P::<pgpipe_glommio::Savepoint<'static>>,
+        P::<pgpipe::Savepoint<'static, pgpipe_glommio::GlommioRuntime>>,
+    );
+}
+
 /// Runs `body` on a fresh runtime of `H`, racing it against `limit` on the runtime's own timer
 /// so that a hung behaviour fails instead of hanging CI.
 fn run_test<H: Harness, F: Future<Output = ()> + 'static>(limit: Duration, body: fn() -> F) {
@@ -365,6 +385,7 @@ suite! {
         runtime::close_completes_every_accepted_unit: 60,
         types::custom_types_round_trip_and_are_looked_up_once: 60,
         types::a_type_created_again_is_looked_up_again: 60,
+        values::every_representable_type_round_trips: 120,
     }
 }
 
