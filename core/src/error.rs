@@ -93,7 +93,11 @@ pub enum Error {
         offset: usize,
     },
     /// The statement takes a different number of parameters than were given.
-    #[error("statement expects {expected} parameters but {given} were given")]
+    #[error(
+        "statement expects {expected} {} but {given} {} given",
+        plural(*.expected, "parameter", "parameters"),
+        plural(*.given, "was", "were")
+    )]
     ParamCount {
         /// Parameters the server reported for the statement.
         expected: usize,
@@ -163,6 +167,15 @@ impl Error {
     }
 }
 
+/// `one` for a count of 1, `many` otherwise (messages read "expects 1 parameter").
+fn plural(n: usize, one: &'static str, many: &'static str) -> &'static str {
+    if n == 1 {
+        one
+    } else {
+        many
+    }
+}
+
 /// Coarse classes of errors, counted per connection in [`crate::Stats`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -226,5 +239,18 @@ impl std::error::Error for DbError {}
 impl From<DbError> for Error {
     fn from(e: DbError) -> Self {
         Error::Db(Box::new(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+
+    #[test]
+    fn parameter_counts_read_as_english() {
+        let msg = |expected, given| Error::ParamCount { expected, given }.to_string();
+        assert_eq!(msg(1, 2), "statement expects 1 parameter but 2 were given");
+        assert_eq!(msg(2, 1), "statement expects 2 parameters but 1 was given");
+        assert_eq!(msg(0, 1), "statement expects 0 parameters but 1 was given");
     }
 }

@@ -2,9 +2,10 @@
 //!
 //! Statements that change session state (SET, LISTEN, temp tables, session advisory locks,
 //! transactions) must not share a connection. A small pool of `pinned_size` connections, opened
-//! lazily, serves them one holder at a time. On release every connection gets `ROLLBACK` and
-//! `DISCARD ALL` (pipelined, not awaited by the releasing caller); the next holder's statements
-//! queue behind that reset, and a connection whose reset failed is replaced.
+//! lazily, serves them one holder at a time. On release every connection gets `DISCARD ALL`,
+//! after a `ROLLBACK` if it may be in a transaction (pipelined, not awaited by the releasing
+//! caller); the next holder's statements queue behind that reset, and a connection whose reset
+//! failed is replaced.
 
 use std::sync::{Arc, Mutex};
 use std::task::Waker;
@@ -25,7 +26,7 @@ pub(crate) struct Pinned {
 
 struct Idle {
     conn: Arc<ConnShared>,
-    /// The release's ROLLBACK and DISCARD ALL; both must succeed before reuse.
+    /// The release's ROLLBACK (if any) and DISCARD ALL; both must succeed before reuse.
     reset: [Option<Arc<QueryWaiter>>; 2],
 }
 
@@ -130,19 +131,14 @@ impl Pinned {
                 .store(true, std::sync::atomic::Ordering::Relaxed);
         }
         let reset = if conn.is_open() && !st.closing {
-            // ROLLBACK is harmless outside a transaction (a warning); DISCARD ALL must be its
-            // own unit because it refuses to run inside a transaction block.
-            let rollback = conn.submit_simple_now("ROLLBACK").ok();
-            let discard = conn.submit_simple_now("DISCARD ALL").ok();
-            conn.clear_statements();
-            rollback.zip(discard)
+            reset_units(conn)
         } else {
             None
         };
         match reset {
-            Some((a, b)) => st.idle.push(Idle {
+            Some(reset) => st.idle.push(Idle {
                 conn: conn.clone(),
-                reset: [Some(a), Some(b)],
+                reset,
             }),
             None => {
                 conn.begin_close();
@@ -187,6 +183,21 @@ impl Pinned {
         let st = lock(&self.state);
         (st.open, st.holders.len())
     }
+}
+
+/// Queues the reset of a released connection: ROLLBACK when it may be in a transaction, then
+/// DISCARD ALL (its own unit: it refuses to run inside a transaction block). `None` if the
+/// connection took neither.
+fn reset_units(conn: &ConnShared) -> Option<[Option<Arc<QueryWaiter>>; 2]> {
+    // Outside a transaction, ROLLBACK would make the server log a WARNING.
+    let rollback = if conn.may_be_in_transaction() {
+        Some(conn.submit_simple_now("ROLLBACK").ok()?)
+    } else {
+        None
+    };
+    let discard = conn.submit_simple_now("DISCARD ALL").ok()?;
+    conn.clear_statements();
+    Some([rollback, Some(discard)])
 }
 
 /// Waits for a reset unit; any failure means the connection must be replaced.

@@ -7,6 +7,14 @@
 //! - [`sched`] and the connection task (`driver`): `block`/`unblock` on wakers with deferred
 //!   wakeups, and the owner loop of each socket;
 //! - [`rt`]: the small surface an adapter implements.
+//!
+//! # Features
+//! All off by default: `postgres-types`' optional features under their own names (`derive`,
+//! `array-impls`, `with-chrono-0_4`, `with-time-0_3`, `with-uuid-1`, `with-serde_json-1`,
+//! `with-bit-vec-0_9`, `with-eui48-1`, `with-geo-types-0_7`, `with-cidr-0_3`, ...), each adding
+//! `ToSql`/`FromSql` for that crate's types, and `with-rust_decimal-1` (NUMERIC as
+//! `rust_decimal::Decimal`, through rust_decimal's `db-postgres` feature, which pulls no
+//! driver). No feature selects a runtime. The adapter crates forward every one of them.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -42,3 +50,34 @@ pub use stream::RowStream;
 
 /// The `postgres-types` crate: `ToSql`, `FromSql`, `Type` and friends.
 pub use postgres_types as types;
+
+/// For adapter crates: re-exports the user-facing API and names the adapter's runtime once, so
+/// that users depend on the adapter crate alone (`pgpipe_smol::Session`, `pgpipe_smol::types`,
+/// `pgpipe_smol::Error`, ...). The adapter defines its own `Client` alias, `connect` and
+/// `connect_with`; `adapter_api!(MyRuntime)` adds the rest:
+/// the [`Session`], [`Transaction`] and [`Savepoint`] aliases on `MyRuntime`, and rows, errors,
+/// notifications, statistics, configuration, [`guard`] and [`types`] re-exported.
+#[macro_export]
+macro_rules! adapter_api {
+    ($rt:ty) => {
+        pub use $crate::config::{
+            ChannelBinding, Config, Keepalives, RootCert, SslMode, SslNegotiation, TlsConfig,
+            TlsVersion,
+        };
+        pub use $crate::error::{BoxError, DbError, Error, ErrorKind};
+        pub use $crate::row::{Column, Row, RowIndex};
+        pub use $crate::stats::{ConnStats, Stats};
+        pub use $crate::{guard, types, Notification};
+
+        /// A pinned exclusive connection for session state (`SET`, `LISTEN`, temp tables),
+        /// from `Client::session`.
+        pub type Session = $crate::Session<$rt>;
+
+        /// A transaction on an exclusive connection, from `Client::transaction`; dropping it
+        /// rolls back.
+        pub type Transaction = $crate::Transaction<$rt>;
+
+        /// A savepoint inside a [`Transaction`], or a transaction inside a [`Session`].
+        pub type Savepoint<'a> = $crate::Savepoint<'a, $rt>;
+    };
+}

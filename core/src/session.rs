@@ -130,8 +130,9 @@ impl<R: Runtime> Exclusive<R> {
 }
 
 /// A pinned exclusive connection for session state: `SET`, temp tables, `LISTEN`, session
-/// advisory locks. Dropping it resets the connection (`ROLLBACK`, `DISCARD ALL`) and returns it
-/// to the pool; nothing of the session is visible to the next holder.
+/// advisory locks. Dropping it resets the connection (`DISCARD ALL`, after `ROLLBACK` if a
+/// transaction may be open) and returns it to the pool; nothing of the session is visible to
+/// the next holder.
 pub struct Session<R: Runtime> {
     x: Exclusive<R>,
 }
@@ -227,8 +228,8 @@ impl<R: Runtime> Transaction<R> {
         commit(&self.x).await
     }
 
-    /// Rolls back. (Dropping the transaction rolls back too: releasing the connection always
-    /// starts with ROLLBACK.)
+    /// Rolls back. (Dropping the transaction rolls back too: releasing a connection in a
+    /// transaction starts with ROLLBACK.)
     pub async fn rollback(self) -> Result<(), Error> {
         self.x.simple("ROLLBACK").await.map(|_| ())
     }
@@ -314,10 +315,12 @@ impl<R: Runtime> Drop for Savepoint<'_, R> {
             return;
         }
         // Queued without waiting; the connection runs it before anything its holder sends next.
-        let sql = match &self.name {
-            Some(n) => format!("ROLLBACK TO SAVEPOINT {n}; RELEASE SAVEPOINT {n}"),
-            None => "ROLLBACK".to_owned(),
+        let conn = &self.x.held.conn;
+        let _ = match &self.name {
+            Some(n) => {
+                conn.submit_simple_now(&format!("ROLLBACK TO SAVEPOINT {n}; RELEASE SAVEPOINT {n}"))
+            }
+            None => conn.submit_rollback_now(),
         };
-        let _ = self.x.held.conn.submit_simple_now(&sql);
     }
 }

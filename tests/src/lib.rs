@@ -756,6 +756,13 @@ impl Cluster {
         &self.dir
     }
 
+    /// The server log. Its lines start with the time, the backend's pid
+    /// and `app=<application_name>:`, so a test can find what its own
+    /// connections made the server log.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
     /// The directory of the PostgreSQL binaries in use.
     pub fn bin_dir(&self) -> &Path {
         &self.bin
@@ -895,6 +902,8 @@ impl Cluster {
             "full_page_writes=off".to_owned(),
             "max_connections=300".to_owned(),
             "shared_buffers=128MB".to_owned(),
+            // Names each line's application (see `Cluster::log_path`).
+            "log_line_prefix=%m [%p] app=%a: ".to_owned(),
         ];
         if let Some(tls) = &self.tls {
             let (cert, key) = if self.expired_cert {
@@ -1297,6 +1306,12 @@ impl TestDb {
             }
             TestDbInner::Local(cluster) => cluster.psql(sql),
         }
+    }
+
+    /// The server log of the throwaway cluster (see [`Cluster::log_path`]);
+    /// `None` for an external server.
+    pub fn server_log(&self) -> Option<&Path> {
+        Some(self.local()?.log_path())
     }
 
     /// Whether this is the external server from `PGPIPE_TEST_URL`.

@@ -7,7 +7,7 @@
 //!         let row = db.query_one("SELECT $1::int4 + 1", &[&41i32]).await?;
 //!         assert_eq!(row.get::<_, i32>(0), 42);
 //!         db.close().await;
-//!         Ok::<(), pgpipe::Error>(())
+//!         Ok::<(), pgpipe_glommio::Error>(())
 //!     })
 //!     .unwrap()
 //!     .join()
@@ -31,6 +31,15 @@
 //! least 512 KiB per executor). [`check_io_uring`] tells which requirement fails, as a typed
 //! error; [`connect`] reports the same error when it is called outside an executor because
 //! none could be created. Call [`check_io_uring`] before building executors.
+//!
+//! # One crate to depend on
+//! This crate re-exports everything a program names: [`Client`], [`Session`], [`Transaction`],
+//! [`Savepoint`], [`Row`], [`Error`], [`Notification`], [`Stats`], [`Config`] and its settings,
+//! [`guard`], and [`types`] (`ToSql`, `FromSql`, `Type`). `postgres-types`' optional features
+//! are features of this crate too (`with-chrono-0_4`, `with-uuid-1`, `with-serde_json-1`, ...),
+//! and `with-rust_decimal-1` decodes NUMERIC as `rust_decimal::Decimal`; all are off by default.
+//! The derive macros (`derive` feature) generate paths into the `postgres_types` crate, so a
+//! program that derives `ToSql`/`FromSql` also lists `postgres-types` as a dependency.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -48,7 +57,7 @@ use glommio::timer::Timer;
 use glommio::{GlommioError, LocalExecutorBuilder, Placement, ReactorErrorKind};
 use pgpipe::rt::{Either, FuturesIo, Runtime, Spawn, Target, TcpOptions};
 
-pub use pgpipe::{Config, Error, Row};
+pgpipe::adapter_api!(GlommioRuntime);
 
 /// A pgpipe client on glommio; `!Send`, it stays on the executor that created it.
 pub type Client = pgpipe::Client<GlommioRuntime>;

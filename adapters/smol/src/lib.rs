@@ -6,9 +6,18 @@
 //! let row = db.query_one("SELECT $1::int4 + 1", &[&41i32]).await?;
 //! assert_eq!(row.get::<_, i32>(0), 42);
 //! db.close().await;
-//! # Ok::<(), pgpipe::Error>(())
+//! # Ok::<(), pgpipe_smol::Error>(())
 //! # });
 //! ```
+//!
+//! # One crate to depend on
+//! This crate re-exports everything a program names: [`Client`], [`Session`], [`Transaction`],
+//! [`Savepoint`], [`Row`], [`Error`], [`Notification`], [`Stats`], [`Config`] and its settings,
+//! [`guard`], and [`types`] (`ToSql`, `FromSql`, `Type`). `postgres-types`' optional features
+//! are features of this crate too (`with-chrono-0_4`, `with-uuid-1`, `with-serde_json-1`, ...),
+//! and `with-rust_decimal-1` decodes NUMERIC as `rust_decimal::Decimal`; all are off by default.
+//! The derive macros (`derive` feature) generate paths into the `postgres_types` crate, so a
+//! program that derives `ToSql`/`FromSql` also lists `postgres-types` as a dependency.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -24,7 +33,7 @@ use std::time::Instant;
 use async_io::{Async, Timer};
 use pgpipe::rt::{Either, FuturesIo, Runtime, Spawn, Target, TcpOptions};
 
-pub use pgpipe::{Config, Error, Row};
+pgpipe::adapter_api!(SmolRuntime);
 
 /// A pgpipe client on smol.
 pub type Client = pgpipe::Client<SmolRuntime>;

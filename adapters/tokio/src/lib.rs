@@ -2,7 +2,7 @@
 //!
 //! ```no_run
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), pgpipe::Error> {
+//! # async fn main() -> Result<(), pgpipe_tokio::Error> {
 //! let db = pgpipe_tokio::connect("postgres://postgres@127.0.0.1:5432/postgres").await?;
 //! let row = db.query_one("SELECT $1::int4 + 1", &[&41i32]).await?;
 //! assert_eq!(row.get::<_, i32>(0), 42);
@@ -19,6 +19,15 @@
 //! (what [`connect`] uses) is the only place that reads tokio's ambient context. After that,
 //! sockets, timers and tasks all belong to the captured [`Handle`], whichever task or thread
 //! awaits the client. That runtime must have I/O and time enabled (`enable_all()`).
+//!
+//! # One crate to depend on
+//! This crate re-exports everything a program names: [`Client`], [`Session`], [`Transaction`],
+//! [`Savepoint`], [`Row`], [`Error`], [`Notification`], [`Stats`], [`Config`] and its settings,
+//! [`guard`], and [`types`] (`ToSql`, `FromSql`, `Type`). `postgres-types`' optional features
+//! are features of this crate too (`with-chrono-0_4`, `with-uuid-1`, `with-serde_json-1`, ...),
+//! and `with-rust_decimal-1` decodes NUMERIC as `rust_decimal::Decimal`; all are off by default.
+//! The derive macros (`derive` feature) generate paths into the `postgres_types` crate, so a
+//! program that derives `ToSql`/`FromSql` also lists `postgres-types` as a dependency.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -35,7 +44,7 @@ use tokio::runtime::Handle;
 use tokio::task::AbortHandle;
 use tokio::time::Sleep;
 
-pub use pgpipe::{Config, Error, Row};
+pgpipe::adapter_api!(TokioRuntime);
 
 /// A pgpipe client on tokio.
 pub type Client = pgpipe::Client<TokioRuntime>;

@@ -288,6 +288,10 @@ pub(crate) struct ConnShared {
     pub(crate) tx_status: AtomicU8,
     /// An exclusive connection was released with work still running: cancel it, bounded.
     pub(crate) cancel_abandoned: AtomicBool,
+    /// Units ever queued here; each gets one ReadyForQuery (`counters.ready_received`).
+    pushed: AtomicU64,
+    /// `pushed` just after the last ROLLBACK queued by [`ConnShared::submit_rollback_now`].
+    rollback_mark: AtomicU64,
     pub(crate) notifications: Mutex<Notifications>,
     pub(crate) mailbox_size: usize,
     /// A [`Role`]; set when an on-demand connection is opened.
@@ -326,6 +330,8 @@ impl ConnShared {
             abort_flag: AtomicBool::new(false),
             tx_status: AtomicU8::new(b'I'),
             cancel_abandoned: AtomicBool::new(false),
+            pushed: AtomicU64::new(0),
+            rollback_mark: AtomicU64::new(u64::MAX),
             notifications: Mutex::new(Notifications::default()),
             mailbox_size,
             role: AtomicU8::new(Role::Base as u8),
@@ -460,6 +466,28 @@ impl ConnShared {
             }
         }
         wakes.wake_all();
+    }
+
+    /// Whether this connection may be in a transaction once its queued units have run: the
+    /// last ReadyForQuery says so, or units are still outstanding whose outcome could open one
+    /// (a dropped future's unit) — unless the last unit queued is a ROLLBACK, which ends any.
+    /// Meant for the holder of an exclusive connection, the only one queueing units on it.
+    pub(crate) fn may_be_in_transaction(&self) -> bool {
+        let pushed = self.pushed.load(Relaxed);
+        if self.rollback_mark.load(Relaxed) == pushed {
+            return false;
+        }
+        // A count that includes the last ReadyForQuery implies its status (stored first).
+        let ready = self.counters.ready_received.load(Acquire);
+        ready != pushed || self.tx_status.load(Relaxed) != b'I'
+    }
+
+    /// Queues `ROLLBACK` without waiting (a dropped transaction handle), and remembers that
+    /// it ends whatever transaction the units before it leave open.
+    pub(crate) fn submit_rollback_now(&self) -> Result<Arc<QueryWaiter>, Error> {
+        let w = self.submit_simple_now("ROLLBACK")?;
+        self.rollback_mark.store(self.pushed.load(Relaxed), Relaxed);
+        Ok(w)
     }
 
     /// Queues a simple-protocol unit without waiting (exclusive connections: resets and
@@ -837,6 +865,7 @@ impl ConnShared {
             cost,
             stmt,
         });
+        self.pushed.fetch_add(1, Relaxed);
         let q = self.counters.queued.fetch_add(1, Relaxed) + 1;
         self.counters.queued_peak.fetch_max(q, Relaxed);
         if st.wake_pending {

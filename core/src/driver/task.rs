@@ -8,7 +8,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -1033,9 +1033,11 @@ impl Handler<Sent> for Completer<'_> {
     }
 
     fn ready(&mut self, status: u8) {
-        let c = &self.shared.counters;
-        c.inc(&c.ready_received);
+        // The status first: a count that includes this ReadyForQuery implies its status
+        // (`ConnShared::settled_tx_status`).
         self.shared.tx_status.store(status, Relaxed);
+        let c = &self.shared.counters;
+        c.ready_received.fetch_add(1, Release);
         if self.exclusive {
             return;
         }

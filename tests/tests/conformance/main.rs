@@ -14,10 +14,12 @@
 mod connecting;
 mod copy;
 mod foundation;
+mod reset;
 mod runtime;
 mod service;
 mod stream;
 mod types;
+mod values;
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -242,6 +244,25 @@ fn clients_of_multi_threaded_runtimes_are_send_sync_clone() {
     check::<Db<Tokio>>();
 }
 
+/// Compile-time: each adapter names its runtime once; its handles are the core's on that runtime.
+#[allow(dead_code)]
+fn adapters_alias_the_core_handles() {
+    fn same<T>(_: std::marker::PhantomData<T>, _: std::marker::PhantomData<T>) {}
+    use std::marker::PhantomData as P;
+    same(
+        P::<pgpipe_smol::Session>,
+        P::<pgpipe::Session<pgpipe_smol::SmolRuntime>>,
+    );
+    same(
+        P::<pgpipe_tokio::Transaction>,
+        P::<pgpipe::Transaction<pgpipe_tokio::TokioRuntime>>,
+    );
+    same(
+        P::<pgpipe_glommio::Savepoint<'static>>,
+        P::<pgpipe::Savepoint<'static, pgpipe_glommio::GlommioRuntime>>,
+    );
+}
+
 /// Runs `body` on a fresh runtime of `H`, racing it against `limit` on the runtime's own timer
 /// so that a hung behaviour fails instead of hanging CI.
 fn run_test<H: Harness, F: Future<Output = ()> + 'static>(limit: Duration, body: fn() -> F) {
@@ -361,6 +382,7 @@ suite! {
         service::commit_with_unknown_outcome_is_indeterminate_commit: 60,
         service::abandoned_session_work_is_cancelled_within_a_bound: 60,
         service::timeouts_free_resources: 60,
+        reset::release_rolls_back_only_open_transactions: 60,
         runtime::query_timeouts_fire_on_the_adapter_clock: 60,
         runtime::several_clients_in_one_process_serve_concurrently: 60,
         runtime::one_client_per_runtime_on_several_threads: 120,
@@ -373,6 +395,7 @@ suite! {
         copy::copy_in_and_out_round_trip: 120,
         copy::abandoned_and_rejected_copies_leave_the_connection_usable: 60,
         copy::binary_copy_round_trips_typed_rows: 120,
+        values::every_representable_type_round_trips: 120,
     }
 }
 
