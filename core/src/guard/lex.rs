@@ -56,15 +56,19 @@ pub(super) fn for_each_candidate(
         ) else {
             break; // unreachable: both slices are CHUNK bytes long
         };
-        // One bit per candidate byte; the compiler turns this into vector compares and a
-        // byte mask. Then only the set bits are visited, not every byte of the chunk.
-        let mut bits = cur
-            .iter()
-            .zip(next)
-            .enumerate()
-            .fold(0u32, |bits, (k, (&c, &n))| {
-                bits | (u32::from(candidate(c, n)) << k)
-            });
+        // A flag per byte, then a bit mask of the flags: written this way the compiler turns
+        // the flags into vector compares (a fold straight into the mask stays scalar), and
+        // only the candidate bytes are visited, not every byte of the chunk.
+        let mut flags = [false; CHUNK];
+        for k in 0..CHUNK {
+            flags[k] = candidate(cur[k], next[k]);
+        }
+        let mut bits = 0u32;
+        if flags.iter().fold(false, |any, &f| any | f) {
+            for (k, &f) in flags.iter().enumerate() {
+                bits |= u32::from(f) << k;
+            }
+        }
         while bits != 0 {
             let k = bits.trailing_zeros() as usize;
             if !visit(base + k) {
