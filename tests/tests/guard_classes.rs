@@ -131,7 +131,7 @@ fn generate(name: &str, spelling: &str, syntax: &str, context: &str, k: usize) -
             let pad: String = (0..40 + k % 33).map(|i| format!("c{i}, ")).collect();
             sql = sql.replacen("SELECT ", &format!("SELECT {pad}"), 1);
         }
-        5 if k % 3 == 0 => {
+        5 if k % 9 == 0 => {
             let pad = " ".repeat(MAX_CACHED_LEN + k % 32);
             sql = sql.replacen("SELECT ", &format!("SELECT{pad}"), 1);
         }
@@ -492,4 +492,60 @@ fn mutation_fuzz_never_admits_what_the_rules_refuse() {
         started.elapsed(),
         seen.lock().unwrap()
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// On a real server: the classes do what the rules say they do.
+
+/// One psql session shows the effect of a statement of each closed class (so the guard is
+/// right to refuse it), and runs the application forms the guard now admits.
+#[test]
+fn on_a_real_server_the_closed_classes_change_session_state() {
+    let harmful = [
+        "SELECT (1).pg_advisory_lock",
+        "UPDATE ONLY (pg_catalog.pg_settings) SET setting = 'pg_catalog' WHERE name = 'search_path'",
+        "SELECT 1 FROM query_to_xml('select pg_advisory_lock(8)', true, true, '') x",
+        "SELECT 1 AS a INTO TEMP values",
+    ];
+    for sql in harmful {
+        assert!(verdict(Mode::Default, sql).is_some(), "admitted: {sql}");
+    }
+    let probe =
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();\n";
+    let script = format!(
+        "{};\n{probe}{};\nSHOW search_path;\n{};\n{probe}{};\n\
+         SELECT count(*) FROM pg_class WHERE relname = 'values' AND relpersistence = 't';\n",
+        harmful[0], harmful[1], harmful[2], harmful[3]
+    );
+    let out = pgpipe_tests::shared().psql(&script).expect("psql");
+    let lines: Vec<&str> = out
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    // The advisory lock is held, search_path changed, the query text took a second lock, and
+    // a temporary table called `values` exists: all after their statements ended.
+    assert!(lines.contains(&"pg_catalog"), "{out}");
+    assert!(lines.contains(&"2"), "{out}");
+    assert_eq!(lines.last(), Some(&"1"), "{out}");
+
+    let admitted = [
+        "INSERT INTO temp.readings (v) VALUES (1)",
+        "INSERT INTO temp VALUES (2)",
+        "INSERT INTO temp (a) VALUES (3)",
+        "WITH lastval(v) AS (SELECT max(a) FROM temp) SELECT v FROM lastval",
+        "(SELECT 1) UNION (SELECT 2)",
+        "TABLE temp",
+    ];
+    for sql in admitted {
+        assert_eq!(verdict(Mode::Default, sql), None, "{sql}");
+    }
+    let script = format!(
+        "BEGIN;\nCREATE SCHEMA temp;\nCREATE TABLE temp.readings (v int);\n\
+         CREATE TABLE temp (a int);\n{};\nROLLBACK;\n",
+        admitted.join(";\n")
+    );
+    pgpipe_tests::shared()
+        .psql(&script)
+        .expect("the admitted forms run");
 }
