@@ -603,6 +603,8 @@ fn sqlish() -> impl Strategy<Value = String> {
         "set_config(", "pg_catalog.", "pg_advisory_lock", "lo_open", "nextval", "my_set_config",
         "into ", "INTO ", "temp ", "TEMPORARY ", "global ", "table ", "pg_temp", "pg_temp_7",
         "pg_temp.", "uescape", "UESCAPE ", "\"set_config\"", "\"a b\"",
+        ".", "(1).setseed", ". \"currval\"", "WITH lastval(v) AS (SELECT 1) ", ", lastval(w) AS (",
+        " AS (", "values (", "UPDATE ", "ONLY (", "pg_settings", "query_to_xml(", "TABLE ",
     ];
     let fragment = prop_oneof![
         6 => proptest::sample::select(FRAGMENTS).prop_map(str::to_owned),

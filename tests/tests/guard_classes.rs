@@ -371,6 +371,7 @@ const INSERTS: &[&str] = &[
     "WITH ", " AS (", " AS MATERIALIZED (", " RECURSIVE ", "lastval(v) AS (SELECT 1)", "x AS (",
     " uescape ", "nextval", "(x).", "\"a b\"", "select", "é", "\t", " UPDATE pg_settings ",
     "UPDATE ONLY (pg_catalog.pg_settings) ", " INTO pg_temp.x ", " INTO TABLE pg_temp_3 . ",
+    " WITH ORDINALITY AS (c int), ", "crosstab(q) AS (y int)", ", lastval(x) AS (", "SELECT ",
 ];
 
 #[derive(Debug, Clone)]

@@ -96,7 +96,7 @@ impl Facts {
             match m[i] {
                 b'(' => {
                     if facts.call.is_none() {
-                        facts.call = called_before(m, i, mode);
+                        facts.call = called_before(m, raw, i, mode);
                     }
                 }
                 b'.' => {
@@ -137,10 +137,10 @@ fn keyword_for_display(word: &str) -> String {
 /// name is at an identifier boundary on both sides: `my_set_config(` is not `set_config(`, while
 /// `pg_catalog.set_config(` is. A CTE's name with its column list (`WITH lastval(v) AS (`) is
 /// not a call.
-fn called_before(m: &[u8], paren: usize, mode: Mode) -> Option<Reason> {
+fn called_before(m: &[u8], raw: &[u8], paren: usize, mode: Mode) -> Option<Reason> {
     let (s, e) = prev_word(m, paren)?;
     let reason = refused_function(&m[s..e], mode)?;
-    (!is_cte_head(m, s, paren)).then_some(reason)
+    (!is_cte_head(m, raw, s, paren)).then_some(reason)
 }
 
 /// The refusal for a name after the `.` at `dot`: PostgreSQL reads `(expr).f` as `f(expr)` for
@@ -156,17 +156,18 @@ fn attribute_call(m: &[u8], dot: usize, mode: Mode) -> Option<Reason> {
 }
 
 /// Whether the name at `name_start`, followed by the `(` at `paren`, heads a common table
-/// expression: `WITH [RECURSIVE] name (col, ...) AS [[NOT] MATERIALIZED] (`, or the same after
-/// the `,` that follows an earlier CTE of the same list. The walk back to WITH follows the
-/// list's structure, so a call in a FROM list (`FROM f(x) AS (a int), lastval(y) ...`) never
-/// passes for a CTE.
-fn is_cte_head(m: &[u8], name_start: usize, paren: usize) -> bool {
+/// expression: `WITH [RECURSIVE] name (col, ...) AS [[NOT] MATERIALIZED] (statement`, or the
+/// same after the `,` that follows an earlier CTE of the same list. The walk back to WITH
+/// follows the list's structure, and every body must start with a statement keyword, so a call
+/// with a column definition list in a FROM list (`FROM f(x) AS (a int), lastval(y) AS (b int)`)
+/// never passes for a CTE.
+fn is_cte_head(m: &[u8], raw: &[u8], name_start: usize, paren: usize) -> bool {
     let Some(close) = close_paren(m, paren) else {
         return false;
     };
     is_column_list(&m[paren + 1..close])
-        && body_follows(m, close + 1)
-        && starts_cte_entry(m, name_start)
+        && body_follows(m, raw, close + 1)
+        && starts_cte_entry(m, raw, name_start)
 }
 
 /// `a, b, c`: one or more plain words separated by commas.
@@ -178,8 +179,8 @@ fn is_column_list(b: &[u8]) -> bool {
     })
 }
 
-/// From `i`: `AS [[NOT] MATERIALIZED] (`.
-fn body_follows(m: &[u8], i: usize) -> bool {
+/// From `i`: `AS [[NOT] MATERIALIZED] (` and a statement.
+fn body_follows(m: &[u8], raw: &[u8], i: usize) -> bool {
     let Some(w) = next_word(m, i).filter(|&w| eq_word(m, w, "as")) else {
         return false;
     };
@@ -192,16 +193,30 @@ fn body_follows(m: &[u8], i: usize) -> bool {
     } else if let Some(mat) = next_word(m, j).filter(|&w| eq_word(m, w, "materialized")) {
         j = mat.1;
     }
-    m.get(skip_space(m, j)) == Some(&b'(')
+    let open = skip_space(m, j);
+    m.get(open) == Some(&b'(') && statement_starts(m, raw, open + 1)
+}
+
+/// Whether a statement keyword (unquoted) starts at `i`, after whitespace and any `(`.
+fn statement_starts(m: &[u8], raw: &[u8], i: usize) -> bool {
+    let mut s = skip_space(m, i);
+    while m.get(s) == Some(&b'(') {
+        s = skip_space(m, s + 1);
+    }
+    let Some(w) = next_word(m, s) else {
+        return false;
+    };
+    !is_quoted(raw, w) && LEADING.iter().any(|k| eq_word(m, w, k))
 }
 
 /// Whether the name at `at` is the first entry after `WITH [RECURSIVE]`, or follows `,` after a
-/// complete earlier entry `name [(cols)] AS [[NOT] MATERIALIZED] (...)` that itself qualifies.
-fn starts_cte_entry(m: &[u8], mut at: usize) -> bool {
+/// complete earlier entry `name [(cols)] AS [[NOT] MATERIALIZED] (statement)` that itself
+/// qualifies.
+fn starts_cte_entry(m: &[u8], raw: &[u8], mut at: usize) -> bool {
     for _ in 0..MAX_CTE_WALK {
         let p = skip_space_back(m, at);
         if p > 0 && m[p - 1] == b',' {
-            match previous_cte_name(m, p - 1) {
+            match previous_cte_name(m, raw, p - 1) {
                 Some(name) => {
                     at = name;
                     continue;
@@ -221,12 +236,15 @@ fn starts_cte_entry(m: &[u8], mut at: usize) -> bool {
 }
 
 /// For the `,` at `comma`, the start of the name of the CTE entry that ends before it.
-fn previous_cte_name(m: &[u8], comma: usize) -> Option<usize> {
+fn previous_cte_name(m: &[u8], raw: &[u8], comma: usize) -> Option<usize> {
     let q = skip_space_back(m, comma);
     if q == 0 || m[q - 1] != b')' {
         return None;
     }
     let body_open = open_paren(m, q - 1)?;
+    if !statement_starts(m, raw, body_open + 1) {
+        return None;
+    }
     let mut w = prev_word(m, body_open)?;
     if eq_word(m, w, "materialized") {
         w = prev_word(m, w.0)?;

@@ -265,6 +265,10 @@ fn cte_named_like_a_refused_function() {
         "WITH a AS (SELECT 1) SELECT lastval(v) AS (x)",
         "WITH lastval('s') AS (SELECT 1) SELECT 1",
         "WITH lastval(v) SELECT 1",
+        // A column definition list is not a CTE body, even after WITH ORDINALITY.
+        "SELECT * FROM g() WITH ORDINALITY AS (c int), lastval(x) AS (y int)",
+        "SELECT * FROM g() WITH ORDINALITY AS (\"select\" int), lastval(x) AS (\"select\" int)",
+        "WITH lastval(v) AS (v int) SELECT 1",
     ] {
         assert_eq!(
             refused(sql),

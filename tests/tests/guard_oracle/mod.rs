@@ -336,7 +336,7 @@ fn cte_head(t: &[Tok], n: usize) -> bool {
     } else if t.get(j).is_some_and(|x| x.is("materialized")) {
         j += 1;
     }
-    if t.get(j) != Some(&Tok::Punct('(')) {
+    if t.get(j) != Some(&Tok::Punct('(')) || !statement_at(t, j + 1) {
         return false;
     }
     // Back to WITH through the earlier entries of the list.
@@ -354,6 +354,9 @@ fn cte_head(t: &[Tok], n: usize) -> bool {
             let Some(open) = matching(t, at - 2) else {
                 return false;
             };
+            if !statement_at(t, open + 1) {
+                return false;
+            }
             let mut w = match open.checked_sub(1) {
                 Some(w) if t[w].word().is_some() => w,
                 _ => return false,
@@ -389,6 +392,21 @@ fn cte_head(t: &[Tok], n: usize) -> bool {
         }
         return prev.is("with") || (prev.is("recursive") && at >= 2 && t[at - 2].is("with"));
     }
+}
+
+/// A CTE body: after any `(`, an unquoted statement keyword.
+fn statement_at(t: &[Tok], mut j: usize) -> bool {
+    while t.get(j) == Some(&Tok::Punct('(')) {
+        j += 1;
+    }
+    t.get(j).is_some_and(|w| {
+        !w.quoted()
+            && [
+                "select", "insert", "update", "delete", "merge", "values", "with", "table",
+            ]
+            .iter()
+            .any(|k| w.is(k))
+    })
 }
 
 /// INTO [GLOBAL|LOCAL] TEMP|TEMPORARY creating a table, or INTO [TABLE] pg_temp[_N] `.`.
