@@ -1,6 +1,7 @@
 //! Cost of the session-neutrality guard: a verdict-cache hit, an uncached check on the fast
 //! path (nothing to mask), an uncached check that must mask, for a typical ~100-byte
-//! parameterized statement and a 4 KiB one. Allocations per check are printed first:
+//! parameterized statement and a 4 KiB one, and an uncached ORM-style statement (quoted,
+//! schema-qualified names: many dots and quotes). Allocations per check are printed first:
 //!
 //! ```text
 //! BENCH_ALLOCS bench=guard_hit_100 per_op=0.0000 allocs=0 ops=100000
@@ -24,6 +25,9 @@ const PLAIN_100: &str =
 /// The same length with a string literal and a comment, so masking runs.
 const MASKED_100: &str =
     "SELECT a.aid, 'it''s' AS t FROM pgbench_accounts a /* by id */ WHERE a.aid = $1 AND a.bid = $2";
+
+/// A Prisma-style statement: quoted, schema-qualified names, so many dots and masked quotes.
+const ORM_170: &str = r#"SELECT "public"."User"."id", "public"."User"."email", "public"."User"."name" FROM "public"."User" WHERE ("public"."User"."email" = $1 AND 1=1) LIMIT $2 OFFSET $3"#;
 
 fn long(masked: bool) -> String {
     let mut s = String::from("SELECT x FROM t WHERE id IN (");
@@ -100,11 +104,13 @@ fn main() {
     g.bench_function("hit_4k", |b| {
         b.iter(|| hit_guard.check(black_box(&plain_long)))
     });
+    let orm = variants(ORM_170, 100_000);
     let long_fast = variants_plain(&plain_long, 1000);
     let long_masked = variants(&masked_long, 1000);
     for (name, texts) in [
         ("uncached_fast_100", &fast),
         ("uncached_masked_100", &masked),
+        ("uncached_orm_170", &orm),
         ("uncached_fast_4k", &long_fast),
         ("uncached_masked_4k", &long_masked),
     ] {

@@ -1,0 +1,73 @@
+//! The verdict cache: bounded, keyed by the SQL text, evicting one entry at a time.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use super::{Reason, MAX_CACHED_LEN};
+
+/// A bounded verdict cache with second-chance (CLOCK) eviction: entries leave one at a time, and
+/// an entry hit since its last turn gets another round, so hot statements stay. Clearing the
+/// whole cache when full would make every statement pay the uncached cost at once.
+pub(super) struct Cache {
+    pub(super) cap: usize,
+    pub(super) map: HashMap<Arc<str>, Slot>,
+    /// Insertion order; the front is the next eviction candidate.
+    pub(super) ring: VecDeque<Arc<str>>,
+}
+
+pub(super) struct Slot {
+    verdict: Option<Reason>,
+    hit: bool,
+}
+
+impl Cache {
+    pub(super) fn new(cap: usize) -> Cache {
+        Cache {
+            cap,
+            map: HashMap::new(),
+            ring: VecDeque::new(),
+        }
+    }
+
+    /// `Arc<str>: Borrow<str>`, so the lookup needs no owned key.
+    pub(super) fn get(&mut self, sql: &str) -> Option<Option<Reason>> {
+        let slot = self.map.get_mut(sql)?;
+        slot.hit = true;
+        Some(slot.verdict.clone())
+    }
+
+    pub(super) fn insert(&mut self, sql: &str, verdict: Option<Reason>) {
+        // Another thread may have inserted the same text while we were analysing it.
+        if self.cap == 0 || sql.len() > MAX_CACHED_LEN || self.map.contains_key(sql) {
+            return;
+        }
+        while self.map.len() >= self.cap {
+            self.evict_one();
+        }
+        let key: Arc<str> = Arc::from(sql);
+        self.ring.push_back(Arc::clone(&key));
+        self.map.insert(
+            key,
+            Slot {
+                verdict,
+                hit: false,
+            },
+        );
+    }
+
+    fn evict_one(&mut self) {
+        // Terminates: each pass over a hit entry clears its bit.
+        while let Some(key) = self.ring.pop_front() {
+            match self.map.get_mut(&key) {
+                Some(slot) if slot.hit => {
+                    slot.hit = false;
+                    self.ring.push_back(key);
+                }
+                _ => {
+                    self.map.remove(&key);
+                    return;
+                }
+            }
+        }
+    }
+}

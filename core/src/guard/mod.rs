@@ -1,0 +1,231 @@
+//! The session-neutrality guard: only statements that leave no session state behind may share a
+//! connection with other callers.
+//!
+//! The guard is a conservative lexical filter, not a parser and not a security boundary. It keeps
+//! one caller's session state (settings, temp tables, advisory locks, sequence state, large-object
+//! descriptors, dblink connections) from leaking into a stranger's statements; anything it refuses
+//! belongs in `session()` or `transaction()`.
+//!
+//! A check works on a *masked* copy of the SQL: literals, comments, dollar quotes and quoted
+//! identifiers become spaces (same byte length, newlines kept), so text inside them can neither
+//! trigger nor hide a rule. The rules then run on the masked text. `docs/GUARD.md` lists each rule
+//! and why it exists.
+
+use std::fmt;
+use std::sync::{Mutex, MutexGuard};
+
+/// Which rule set a [`Guard`] applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Mode {
+    /// Refuse statements that change session state; sequence calls (`nextval`, `setval`) are
+    /// allowed because their effect is meant to be global.
+    #[default]
+    Default,
+    /// Also refuse `nextval`, `setval` (they set the session's `currval`/`lastval`) and
+    /// `pg_export_snapshot` (the snapshot lives as long as the exporting transaction's session).
+    Strict,
+}
+
+/// Why a statement was refused. Machine-readable; [`fmt::Display`] gives a human sentence.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reason {
+    /// Nothing but whitespace and comments, or no word after them and any opening parentheses
+    /// (for example `(1)`).
+    Empty,
+    /// The first keyword (lower-cased) is not SELECT, INSERT, UPDATE, DELETE, MERGE, VALUES,
+    /// WITH or TABLE.
+    LeadingKeyword(String),
+    /// Something other than whitespace follows the first `;`.
+    MultipleStatements,
+    /// A call of a function that changes session state (or reads state another caller left),
+    /// in any call syntax, `f(x)` or `(x).f`; the canonical lower-case name.
+    ForbiddenCall(&'static str),
+    /// A call of a built-in that runs SQL given to it as text (`query_to_xml`, `ts_stat`,
+    /// `crosstab` ...): that text could call anything, and no lexical rule can read it when it
+    /// is computed. The canonical lower-case name.
+    SqlTextCall(&'static str),
+    /// `INTO [GLOBAL|LOCAL] TEMP|TEMPORARY`: `SELECT ... INTO` creating a temporary table.
+    IntoTemp,
+    /// `INTO [TABLE] pg_temp[_N].`: writing to or creating a table in the session's temp schema.
+    IntoPgTemp,
+    /// A `U&"..."` identifier whose body is not a plain identifier: escapes could spell any name.
+    UnicodeEscapedIdentifier,
+    /// `UESCAPE` together with a `U&` literal or identifier.
+    Uescape,
+    /// An UPDATE whose target is `pg_settings` (`UPDATE [ONLY] [(] [[db.]schema.]pg_settings`):
+    /// the same as SET (and for parameters the server does not report,
+    /// such as `search_path`, invisible to the ParameterStatus backstop).
+    UpdatePgSettings,
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::Empty => {
+                f.write_str("no statement keyword (empty, or not starting with a word)")
+            }
+            Reason::LeadingKeyword(k) => write!(
+                f,
+                "leading keyword `{k}` is not SELECT, INSERT, UPDATE, DELETE, MERGE, VALUES, WITH \
+                 or TABLE"
+            ),
+            Reason::MultipleStatements => f.write_str("more than one statement"),
+            Reason::ForbiddenCall(name) => write!(f, "call of session-state function `{name}`"),
+            Reason::SqlTextCall(name) => write!(
+                f,
+                "call of `{name}`, which runs SQL given as text that the guard cannot check"
+            ),
+            Reason::IntoTemp => f.write_str("INTO a temporary table"),
+            Reason::IntoPgTemp => f.write_str("INTO a table in the session's pg_temp schema"),
+            Reason::UnicodeEscapedIdentifier => {
+                f.write_str("U&\"...\" identifier that is not a plain identifier")
+            }
+            Reason::Uescape => f.write_str("UESCAPE with a U& literal or identifier"),
+            Reason::UpdatePgSettings => f.write_str("UPDATE of pg_settings (equivalent to SET)"),
+        }
+    }
+}
+
+/// A statement the guard refused for the shared path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The rule that refused it.
+    pub reason: Reason,
+    /// The statement, shortened to its first [`SHOWN_CHARS`] characters plus `…` if longer.
+    pub sql: String,
+}
+
+/// How many characters of the refused SQL a [`Refusal`] keeps.
+pub const SHOWN_CHARS: usize = 120;
+
+impl Refusal {
+    fn new(reason: Reason, sql: &str) -> Refusal {
+        Refusal {
+            reason,
+            sql: shorten(sql, SHOWN_CHARS),
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "statement refused on the shared path ({}): {:?}; use session() or transaction() \
+             for statements that change session state",
+            self.reason, self.sql
+        )
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// The first `max` characters of `s`, plus `…` when something was cut.
+fn shorten(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((at, _)) => {
+            let mut out = String::with_capacity(at + '…'.len_utf8());
+            out.push_str(&s[..at]);
+            out.push('…');
+            out
+        }
+        None => s.to_owned(),
+    }
+}
+
+/// Default number of verdicts a [`Guard`] remembers.
+pub const DEFAULT_CACHE_CAPACITY: usize = 2048;
+
+/// Longer texts are checked every time rather than cached. The cache bounds entries, not bytes:
+/// without this, 2,048 unique multi-megabyte statements (inline bulk INSERTs) would all be kept.
+/// Checking costs about as much per byte as hashing, so a long text gains little from the cache.
+pub const MAX_CACHED_LEN: usize = 16 * 1024;
+
+/// Checks statements for the shared path and remembers its verdicts.
+///
+/// `Send + Sync`; [`Guard::check`] takes `&self` (the verdict cache sits behind a mutex that is
+/// never held while a statement is being analysed).
+pub struct Guard {
+    mode: Mode,
+    cache: Mutex<Cache>,
+}
+
+impl fmt::Debug for Guard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let cache = self.lock();
+        f.debug_struct("Guard")
+            .field("mode", &self.mode)
+            .field("cached", &cache.map.len())
+            .field("capacity", &cache.cap)
+            .finish()
+    }
+}
+
+impl Default for Guard {
+    fn default() -> Guard {
+        Guard::new(Mode::Default)
+    }
+}
+
+impl Guard {
+    /// A guard with the default cache capacity ([`DEFAULT_CACHE_CAPACITY`]).
+    pub fn new(mode: Mode) -> Guard {
+        Guard::with_cache_capacity(mode, DEFAULT_CACHE_CAPACITY)
+    }
+
+    /// A guard remembering at most `capacity` verdicts (0 disables the cache). Texts longer than
+    /// [`MAX_CACHED_LEN`] are never cached.
+    pub fn with_cache_capacity(mode: Mode, capacity: usize) -> Guard {
+        Guard {
+            mode,
+            cache: Mutex::new(Cache::new(capacity)),
+        }
+    }
+
+    /// The rule set this guard applies.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// `Ok(())` if `sql` may run on a shared connection, otherwise the rule that refuses it.
+    ///
+    /// A cache hit for an allowed statement does not allocate; a refusal allocates its message.
+    pub fn check(&self, sql: &str) -> Result<(), Refusal> {
+        let cached = self.lock().get(sql);
+        let verdict = match cached {
+            Some(v) => v,
+            None => {
+                let v = verdict(sql, self.mode);
+                self.lock().insert(sql, v.clone());
+                v
+            }
+        };
+        match verdict {
+            None => Ok(()),
+            Some(reason) => Err(Refusal::new(reason, sql)),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Cache> {
+        // The cache is consistent after every operation, so a poisoned lock is still usable.
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    #[cfg(test)]
+    fn cached_len(&self) -> usize {
+        self.lock().map.len()
+    }
+}
+
+mod cache;
+mod lex;
+mod mask;
+mod names;
+mod rules;
+#[cfg(test)]
+mod tests;
+
+use cache::Cache;
+pub use mask::{mask, needs_masking};
+use rules::verdict;
