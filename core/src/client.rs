@@ -845,12 +845,14 @@ fn open_on_demand<R: Adapter>(
 
 /// The server's errors for a prepared statement that a schema change invalidated: its types
 /// no longer exist (`XX000`, `cache lookup failed for type`), or its result shape changed
-/// (`0A000`, `cached plan must not change result type`).
+/// (`0A000`, `cached plan must not change result type`), or a holder of the connection ran
+/// `DEALLOCATE ALL` (`26000` naming one of ours).
 fn is_stale_statement(e: &Error) -> bool {
     let Some(db) = e.as_db() else {
         return false;
     };
     match db.code.as_str() {
+        "26000" => db.message.contains("\"pgpipe_"),
         "XX000" => db.message.starts_with("cache lookup failed for type"),
         "0A000" => db
             .message

@@ -2,10 +2,11 @@
 //!
 //! Statements that change session state (SET, LISTEN, temp tables, session advisory locks,
 //! transactions) must not share a connection. A small pool of `pinned_size` connections, opened
-//! lazily, serves them one holder at a time. On release every connection gets `DISCARD ALL`,
-//! after a `ROLLBACK` if it may be in a transaction (pipelined, not awaited by the releasing
-//! caller); the next holder's statements queue behind that reset, and a connection whose reset
-//! failed is replaced.
+//! lazily, serves them one holder at a time. On release every connection gets a reset (`DISCARD
+//! ALL` but for the connection's own prepared statements, see [`RESET`]), after a `ROLLBACK` if
+//! it may be in a transaction (pipelined, not awaited by the releasing caller); the next
+//! holder's statements queue behind that reset, and a connection whose reset failed is
+//! replaced.
 
 use std::sync::{Arc, Mutex};
 use std::task::Waker;
@@ -26,7 +27,7 @@ pub(crate) struct Pinned {
 
 struct Idle {
     conn: Arc<ConnShared>,
-    /// The release's ROLLBACK (if any) and DISCARD ALL; both must succeed before reuse.
+    /// The release's ROLLBACK (if any) and reset; both must succeed before reuse.
     reset: [Option<Arc<QueryWaiter>>; 2],
 }
 
@@ -186,7 +187,7 @@ impl Pinned {
 }
 
 /// Queues the reset of a released connection: ROLLBACK when it may be in a transaction, then
-/// DISCARD ALL (its own unit: it refuses to run inside a transaction block). `None` if the
+/// [`RESET`] (its own unit, so a failed transaction cannot swallow it). `None` if the
 /// connection took neither.
 fn reset_units(conn: &ConnShared) -> Option<[Option<Arc<QueryWaiter>>; 2]> {
     // Outside a transaction, ROLLBACK would make the server log a WARNING.
@@ -195,10 +196,18 @@ fn reset_units(conn: &ConnShared) -> Option<[Option<Arc<QueryWaiter>>; 2]> {
     } else {
         None
     };
-    let discard = conn.submit_simple_now("DISCARD ALL").ok()?;
-    conn.clear_statements();
+    let discard = conn.submit_simple_now(RESET).ok()?;
     Some([rollback, Some(discard)])
 }
+
+/// `DISCARD ALL` without `DEALLOCATE ALL`: the connection's own prepared statements (protocol
+/// level, `from_sql` false) stay, so the next holder does not prepare them again; statements a
+/// holder prepared with SQL `PREPARE` are deallocated. One simple query, one round trip.
+const RESET: &str = "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; \
+    SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES; DISCARD PLANS; \
+    DO $pgpipe_reset$ DECLARE s text; BEGIN \
+    FOR s IN SELECT name FROM pg_catalog.pg_prepared_statements WHERE from_sql LOOP \
+    EXECUTE format('DEALLOCATE %I', s); END LOOP; END $pgpipe_reset$";
 
 /// Waits for a reset unit; any failure means the connection must be replaced.
 pub(crate) async fn reset_ok(reset: [Option<Arc<QueryWaiter>>; 2]) -> bool {

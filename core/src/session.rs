@@ -130,9 +130,9 @@ impl<R: Runtime> Exclusive<R> {
 }
 
 /// A pinned exclusive connection for session state: `SET`, temp tables, `LISTEN`, session
-/// advisory locks. Dropping it resets the connection (`DISCARD ALL`, after `ROLLBACK` if a
-/// transaction may be open) and returns it to the pool; nothing of the session is visible to
-/// the next holder.
+/// advisory locks. Dropping it resets the connection (`DISCARD ALL` but for its cached prepared
+/// statements, after `ROLLBACK` if a transaction may be open) and returns it to the pool;
+/// nothing of the session is visible to the next holder.
 pub struct Session<R: Runtime> {
     x: Exclusive<R>,
 }

@@ -9,6 +9,13 @@
 //! units is the release's own reset (whose failure only means the connection is replaced), and
 //! never on the shared path, where it would hit a stranger's unit.
 //!
+//! A cancel is asynchronous on the server: the postmaster signals the backend and then closes
+//! the cancel connection. Until that close is seen, the signal may still land on whatever the
+//! backend runs next, so the connection task writes nothing new (the next holder's statements
+//! wait in the queue) from the moment the request is sent until the server has closed it. A
+//! signal that arrives while the backend waits for a command is ignored by the server; one
+//! that hits the release's reset fails it, and the connection is replaced.
+//!
 //! Bounded: at most one cancel per connection at a time, at most [`MAX_CANCELS`] in flight per
 //! client, and no reconnect loop (a closed exclusive connection is reopened only on demand).
 
@@ -46,6 +53,9 @@ impl CancelBudget {
 enum Step<R: Runtime> {
     Connecting(R::Connect),
     Writing(R::Socket, usize),
+    /// Sent: waiting for the server to close the connection, which it does once the backend
+    /// has been signalled.
+    Acknowledging(R::Socket),
     Closing(R::Socket),
 }
 
@@ -85,7 +95,16 @@ impl<R: Runtime> Cancel<R> {
         })
     }
 
-    /// Drives the request; `Ready` when it was sent (or could not be: the bound still holds).
+    /// Whether the request may have reached the server (so its signal may still be coming).
+    pub(crate) fn sent(&self) -> bool {
+        match &self.step {
+            None | Some(Step::Connecting(_)) | Some(Step::Writing(_, 0)) => false,
+            Some(_) => true,
+        }
+    }
+
+    /// Drives the request; `Ready` when the server has acknowledged it by closing the
+    /// connection (or it could not be sent: the bound still holds).
     pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         loop {
             match self.step.take() {
@@ -103,10 +122,23 @@ impl<R: Runtime> Cancel<R> {
                         Poll::Ready(Ok(n)) if n > 0 && at + n < self.message.len() => {
                             self.step = Some(Step::Writing(sock, at + n));
                         }
-                        Poll::Ready(Ok(n)) if n > 0 => self.step = Some(Step::Closing(sock)),
+                        Poll::Ready(Ok(n)) if n > 0 => self.step = Some(Step::Acknowledging(sock)),
                         Poll::Ready(_) => return Poll::Ready(()),
                         Poll::Pending => {
                             self.step = Some(Step::Writing(sock, at));
+                            return Poll::Pending;
+                        }
+                    }
+                }
+                Some(Step::Acknowledging(mut sock)) => {
+                    let mut byte = [0u8; 1];
+                    match sock.poll_read(cx, &mut byte) {
+                        // The server sends nothing back: any byte is read past, EOF or an
+                        // error ends the wait.
+                        Poll::Ready(Ok(n)) if n > 0 => self.step = Some(Step::Acknowledging(sock)),
+                        Poll::Ready(_) => self.step = Some(Step::Closing(sock)),
+                        Poll::Pending => {
+                            self.step = Some(Step::Acknowledging(sock));
                             return Poll::Pending;
                         }
                     }

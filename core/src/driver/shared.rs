@@ -513,11 +513,6 @@ impl ConnShared {
         Ok(waiter)
     }
 
-    /// Forgets every cached statement (after `DISCARD ALL` deallocated them on the server).
-    pub(crate) fn clear_statements(&self) {
-        lock(&self.state).forget_statements();
-    }
-
     /// Returns the prepared statement for `sql`, preparing it (once, shared by concurrent
     /// callers) if this connection has not seen it yet.
     pub(crate) async fn statement(&self, sql: &str) -> Result<Arc<Statement>, Error> {

@@ -319,6 +319,14 @@ impl<R: Runtime> ConnTask<R> {
                 self.cancel = Cancel::start(&self.rt, &self.cfg.target, key, &self.cfg.cancels);
             }
         }
+        // Finished before the request went out: no need to send it. Once sent, it is driven
+        // to the server's acknowledgement whatever the work does (`pump` holds the queue
+        // meanwhile).
+        if self.pipeline.ready_seen() >= self.cancel_bound.as_ref().map_or(0, |b| b.0)
+            && self.cancel.as_ref().is_some_and(|c| !c.sent())
+        {
+            self.cancel = None;
+        }
         if let Some(cancel) = &mut self.cancel {
             if cancel.poll(cx).is_ready() {
                 self.cancel = None;
@@ -327,7 +335,6 @@ impl<R: Runtime> ConnTask<R> {
         if let Some((until, deadline)) = &mut self.cancel_bound {
             if self.pipeline.ready_seen() >= *until {
                 self.cancel_bound = None;
-                self.cancel = None;
             } else if Pin::new(deadline).poll(cx).is_ready() {
                 return Err(format!(
                     "statements abandoned by a released session still ran {CANCEL_BOUND:?} \
@@ -432,7 +439,18 @@ impl<R: Runtime> ConnTask<R> {
             Some(w) if w.will_wake(cx.waker()) => {}
             _ => st.task_waker = Some(cx.waker().clone()),
         }
-        let room = self.cfg.max_in_flight.saturating_sub(self.pipeline.len());
+        // Nothing new goes out while a cancel may still signal the backend (see
+        // `driver/cancel.rs`): from the release's flag (read under the lock its units were
+        // queued under, so they are never ahead of it) to the server's acknowledgement.
+        let cancel_pending = self.exclusive && shared.cancel_abandoned.load(Relaxed);
+        if cancel_pending {
+            cx.waker().wake_by_ref();
+        }
+        let room = if cancel_pending || self.cancel.is_some() {
+            0
+        } else {
+            self.cfg.max_in_flight.saturating_sub(self.pipeline.len())
+        };
         // One clock read per pump, not per unit.
         let now = if st.queue.is_empty() {
             None

@@ -382,6 +382,7 @@ suite! {
         service::commit_with_unknown_outcome_is_indeterminate_commit: 60,
         service::abandoned_session_work_is_cancelled_within_a_bound: 60,
         service::timeouts_free_resources: 60,
+        service::release_keeps_cached_statements_and_nothing_else: 60,
         reset::release_rolls_back_only_open_transactions: 60,
         runtime::query_timeouts_fire_on_the_adapter_clock: 60,
         runtime::several_clients_in_one_process_serve_concurrently: 60,

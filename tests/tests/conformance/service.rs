@@ -774,3 +774,96 @@ pub async fn timeouts_free_resources<H: Harness>() {
     assert!(!db.close_within(Duration::from_millis(200)).await);
     assert!(matches!(slow.await, Err(Error::Indeterminate { .. })));
 }
+
+/// The release resets what a session changed but keeps the connection's own prepared
+/// statements, so the next holder does not prepare them again; statements the session
+/// prepared with SQL are gone, and a session's own `DEALLOCATE ALL` is survived.
+pub async fn release_keeps_cached_statements_and_nothing_else<H: Harness>() {
+    let db = client::<H>(|c| {
+        c.pipeline_size = 1;
+        c.pinned_size = 1;
+    })
+    .await;
+    let k = key::<H>() ^ 0x7e5e;
+    let s = db.session().await.unwrap();
+    let pid: i32 = s
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        s.query_one("SELECT $1::int4 + 1", &[&1i32])
+            .await
+            .unwrap()
+            .get::<_, i32>(0),
+        2
+    );
+    s.batch_execute(&format!(
+        "PREPARE mine AS SELECT 1; SET work_mem = '7MB'; CREATE TEMP TABLE kept_{0} (x int); \
+         LISTEN chan_{0}; SELECT pg_advisory_lock({k})",
+        H::name()
+    ))
+    .await
+    .unwrap();
+    drop(s);
+    let s = db.session().await.unwrap();
+    let again: i32 = s
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        again, pid,
+        "the same connection, reset rather than replaced"
+    );
+    let count = |from_sql: bool| {
+        let s = &s;
+        async move {
+            s.query_one(
+                "SELECT count(*) FROM pg_prepared_statements WHERE from_sql = $1",
+                &[&from_sql],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+        }
+    };
+    assert_eq!(count(true).await, 0, "the session's PREPARE is gone");
+    let ours = count(false).await;
+    assert!(ours >= 2, "cached statements survive the reset: {ours}");
+    assert_eq!(
+        s.query_one("SELECT $1::int4 + 1", &[&2i32])
+            .await
+            .unwrap()
+            .get::<_, i32>(0),
+        3
+    );
+    assert_eq!(count(false).await, ours, "no statement was prepared again");
+    let row = s
+        .query_one(
+            &format!(
+                "SELECT current_setting('work_mem'), to_regclass('pg_temp.kept_{}') IS NULL, \
+                 (SELECT count(*) FROM pg_listening_channels()), \
+                 (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid())",
+                H::name()
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_ne!(row.get::<_, String>(0), "7MB");
+    assert!(row.get::<_, bool>(1), "the temp table is gone");
+    assert_eq!(row.get::<_, i64>(2), 0, "no LISTEN left");
+    assert_eq!(row.get::<_, i64>(3), 0, "no advisory lock left");
+    // A session that deallocates everything itself: cached statements are prepared again.
+    s.batch_execute("DEALLOCATE ALL").await.unwrap();
+    assert_eq!(
+        s.query_one("SELECT $1::int4 + 1", &[&3i32])
+            .await
+            .unwrap()
+            .get::<_, i32>(0),
+        4
+    );
+    drop(s);
+    db.close().await;
+}
