@@ -188,7 +188,8 @@ impl ScenarioResult {
                 return None;
             }
             // The same configuration as copy 1, however its options were ordered.
-            let config = |c: &Candidate| (c.kind, c.conns, c.max_in_flight, c.max_connections);
+            let config =
+                |c: &Candidate| (c.kind, c.conns, c.max_in_flight, c.max_connections, c.tls);
             let a = candidates.iter().find(|a| {
                 a.candidate.copy == 1
                     && !a.runs.is_empty()
