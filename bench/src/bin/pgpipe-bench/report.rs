@@ -301,7 +301,11 @@ impl ScenarioResult {
             Delay::Direct => "direct connection".to_string(),
             Delay::Proxy(x) => format!("delay proxy, {} ms one way", x.as_secs_f64() * 1e3),
         };
-        format!("{w}; {l}; {d}")
+        if self.tls.is_some() {
+            format!("{w}; {l}; {d}; -tls candidates over TLS (verify-full), the others plaintext")
+        } else {
+            format!("{w}; {l}; {d}")
+        }
     }
 }
 

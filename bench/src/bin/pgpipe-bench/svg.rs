@@ -411,9 +411,14 @@ fn tuned(family: &str) -> bool {
 }
 
 fn delay_text(s: &ScenarioResult) -> String {
-    match s.delay_kind {
+    let d = match s.delay_kind {
         Delay::Direct => "direct".into(),
         Delay::Proxy(d) => format!("{} ms one-way delay", d.as_secs_f64() * 1e3),
+    };
+    if s.tls.is_some() {
+        format!("{d}, plaintext and TLS")
+    } else {
+        d
     }
 }
 
