@@ -8,6 +8,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{mpsc, Arc};
@@ -43,6 +44,9 @@ pub struct Job {
     pub monitor: Monitor,
     /// The delay proxy's thread CPU clock, whose time is not the client's.
     pub proxy_cpu: Option<ThreadCpuClock>,
+    /// The root certificate (PEM) TLS candidates verify the server against; plaintext
+    /// candidates ignore it. A TLS candidate without one fails.
+    pub root_cert: Option<PathBuf>,
 }
 
 /// The figures of one run's measured window.
@@ -104,8 +108,25 @@ pub struct Measurement {
     pub slow_samples: Option<u64>,
     /// pgpipe only: units completed per readable tick, over the window.
     pub units_per_readable: Option<f64>,
-    /// pgpipe only: socket write calls per unit, over the window.
+    /// pgpipe only: socket write calls per unit, over the window (over TLS: writes of
+    /// plaintext into the TLS session, each sealed and sent at once).
     pub writes_per_unit: Option<f64>,
+    /// pgpipe only: plaintext bytes written per write call, over the window.
+    pub bytes_per_write: Option<f64>,
+    /// pgpipe over TLS only: plaintext bytes per TLS record written, over the window
+    /// (`ConnStats::bytes_per_tls_record` of the window's deltas).
+    pub bytes_per_tls_record: Option<f64>,
+    /// pgpipe over TLS only: TLS records written per unit, over the window.
+    pub tls_records_per_unit: Option<f64>,
+    /// pgpipe only: TLS handshakes of the client's connections so far (at the window's end).
+    pub tls_handshakes: Option<u64>,
+    /// The candidate's server backends after the window (and drain) that use TLS
+    /// (pg_stat_ssl); None if the monitor could not tell.
+    pub tls_backends: Option<i64>,
+    /// All of the candidate's server backends in that same query.
+    pub backends_checked: Option<i64>,
+    /// The TLS versions and ciphers of those backends, as pg_stat_ssl names them.
+    pub tls_cipher: Option<String>,
     /// Open loop: the arrival rate asked for.
     pub offered_rate: Option<f64>,
     /// Requests still unfinished when the drain limit ran out (counted in `errors` too).
@@ -204,8 +225,8 @@ pub trait Db: Clone + 'static {
     }
     /// Runs one operation and checks its result.
     async fn op(&self, op: Op) -> Result<(), String>;
-    /// pgpipe's fill counters: (units completed, readable ticks, write calls).
-    fn fill(&self) -> Option<(u64, u64, u64)> {
+    /// pgpipe's counters (summed over its connections).
+    fn fill(&self) -> Option<pgpipe::ConnStats> {
         None
     }
 }
@@ -304,7 +325,7 @@ struct Snapshot {
     helpers: Duration,
     proxy: Duration,
     machine: MachineCpu,
-    fill: Option<(u64, u64, u64)>,
+    fill: Option<pgpipe::ConnStats>,
 }
 
 fn snapshot<D: Db>(db: &D, job: &Job, generator: Option<ThreadCpuClock>) -> Snapshot {
@@ -342,15 +363,9 @@ fn measurement(a: &Snapshot, b: &Snapshot, conns: i64, job: &Job) -> Measurement
             (split && !h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1e3)
         };
         let seconds = (b.at - a.at).as_secs_f64();
-        let (upr, wpu) = match (a.fill, b.fill) {
-            (Some((u0, r0, w0)), Some((u1, r1, w1))) => {
-                let (u, rd, w) = (u1 - u0, r1 - r0, w1 - w0);
-                (
-                    Some(if rd == 0 { 0.0 } else { u as f64 / rd as f64 }),
-                    Some(if u == 0 { 0.0 } else { w as f64 / u as f64 }),
-                )
-            }
-            _ => (None, None),
+        let fill = match (&a.fill, &b.fill) {
+            (Some(x), Some(y)) => Some(Fill::between(x, y)),
+            _ => None,
         };
         Measurement {
             ops,
@@ -381,8 +396,15 @@ fn measurement(a: &Snapshot, b: &Snapshot, conns: i64, job: &Job) -> Measurement
             slow_p50_us: part(&slow, 0.5),
             slow_p99_us: part(&slow, 0.99),
             slow_samples: split.then(|| slow.len()),
-            units_per_readable: upr,
-            writes_per_unit: wpu,
+            units_per_readable: fill.as_ref().map(|f| f.units_per_readable),
+            writes_per_unit: fill.as_ref().map(|f| f.writes_per_unit),
+            bytes_per_write: fill.as_ref().map(|f| f.bytes_per_write),
+            bytes_per_tls_record: fill.as_ref().and_then(|f| f.bytes_per_tls_record),
+            tls_records_per_unit: fill.as_ref().and_then(|f| f.tls_records_per_unit),
+            tls_handshakes: b.fill.as_ref().map(|s| s.tls_handshakes),
+            tls_backends: None,
+            backends_checked: None,
+            tls_cipher: None,
             offered_rate: match job.load {
                 Load::Open { rate } => Some(rate),
                 _ => None,
@@ -392,6 +414,77 @@ fn measurement(a: &Snapshot, b: &Snapshot, conns: i64, job: &Job) -> Measurement
             proxy_late_max_us: None,
         }
     })
+}
+
+/// pgpipe's ratios over a window, from the counters at its start and end.
+struct Fill {
+    units_per_readable: f64,
+    writes_per_unit: f64,
+    bytes_per_write: f64,
+    bytes_per_tls_record: Option<f64>,
+    tls_records_per_unit: Option<f64>,
+}
+
+impl Fill {
+    fn between(a: &pgpipe::ConnStats, b: &pgpipe::ConnStats) -> Fill {
+        let mut d = pgpipe::ConnStats::default();
+        d.units_completed = b.units_completed - a.units_completed;
+        d.readable_events = b.readable_events - a.readable_events;
+        d.write_calls = b.write_calls - a.write_calls;
+        d.bytes_out = b.bytes_out - a.bytes_out;
+        d.tls_records_out = b.tls_records_out - a.tls_records_out;
+        let per = |x: u64, y: u64| if y == 0 { 0.0 } else { x as f64 / y as f64 };
+        let tls = d.tls_records_out > 0;
+        Fill {
+            units_per_readable: d.units_per_readable(),
+            writes_per_unit: d.writes_per_unit(),
+            bytes_per_write: per(d.bytes_out, d.write_calls),
+            bytes_per_tls_record: tls.then(|| d.bytes_per_tls_record()),
+            tls_records_per_unit: tls.then(|| per(d.tls_records_out, d.units_completed)),
+        }
+    }
+}
+
+/// After the window: how many of the candidate's backends use TLS, with which versions and
+/// ciphers; a candidate whose backends are not what its name says (TLS or plaintext) gets an
+/// error, so that a run never reports the wrong transport.
+fn check_transport(m: &mut Measurement, job: &Job) {
+    let sql = format!(
+        "SELECT count(*) FILTER (WHERE s.ssl) || '|' || count(*) || '|' || \
+         coalesce(string_agg(DISTINCT s.version || ' ' || s.cipher, ', '), '') \
+         FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) \
+         WHERE a.application_name = '{}' AND a.backend_type = 'client backend'",
+        crate::monitor::APP_NAME
+    );
+    let Ok(rows) = job.monitor.query(&sql) else {
+        return;
+    };
+    let Some(row) = rows.first() else { return };
+    let mut it = row.splitn(3, '|');
+    let (Some(Ok(tls)), Some(Ok(all)), Some(cipher)) = (
+        it.next().map(str::parse::<i64>),
+        it.next().map(str::parse::<i64>),
+        it.next(),
+    ) else {
+        return;
+    };
+    m.tls_backends = Some(tls);
+    m.backends_checked = Some(all);
+    m.tls_cipher = (!cipher.is_empty()).then(|| cipher.to_string());
+    let wrong = if job.cand.tls { all - tls } else { tls };
+    if wrong > 0 {
+        m.errors += 1;
+        m.first_error.get_or_insert_with(|| {
+            format!(
+                "{wrong} of the candidate's {all} server connections are {}",
+                if job.cand.tls {
+                    "plaintext"
+                } else {
+                    "over TLS"
+                }
+            )
+        });
+    }
 }
 
 /// After the drain: the errors of the whole run (drain included), the requests left
@@ -496,6 +589,7 @@ async fn closed<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, tasks: usize) -> Mea
         |u| format!("closed loop: {u} tasks did not finish {DRAIN_LIMIT:?} after the window"),
         sampler.finish(),
     );
+    check_transport(&mut m, job);
     m
 }
 
@@ -615,6 +709,7 @@ async fn open<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, rate: f64) -> Measurem
         |u| format!("open loop: {u} requests unfinished {DRAIN_LIMIT:?} after the window"),
         sampler.finish(),
     );
+    check_transport(&mut m, job);
     m
 }
 
@@ -666,6 +761,7 @@ async fn ceiling<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, queries: usize) -> 
         |u| format!("pool ceiling: {u} queries unfinished {DRAIN_LIMIT:?} after the start"),
         sampler.finish(),
     );
+    check_transport(&mut m, job);
     m
 }
 
@@ -744,9 +840,8 @@ impl<R: pgpipe::rt::Runtime> Db for PgpipeDb<R> {
         Ok(())
     }
 
-    fn fill(&self) -> Option<(u64, u64, u64)> {
-        let t = self.0.stats().total;
-        Some((t.units_completed, t.readable_events, t.write_calls))
+    fn fill(&self) -> Option<pgpipe::ConnStats> {
+        Some(self.0.stats().total)
     }
 }
 
@@ -785,11 +880,27 @@ struct TpgConn {
 }
 
 impl TpgConn {
-    async fn connect(cfg: &tokio_postgres::Config) -> Result<TpgConn, String> {
-        let (client, conn) = cfg.connect(tokio_postgres::NoTls).await.map_err(err)?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
+    /// Connects in plaintext, or over TLS through `tls`.
+    async fn connect(
+        cfg: &tokio_postgres::Config,
+        tls: Option<&tokio_postgres_rustls::MakeRustlsConnect>,
+    ) -> Result<TpgConn, String> {
+        let client = match tls {
+            None => {
+                let (client, conn) = cfg.connect(tokio_postgres::NoTls).await.map_err(err)?;
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                });
+                client
+            }
+            Some(tls) => {
+                let (client, conn) = cfg.connect(tls.clone()).await.map_err(err)?;
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                });
+                client
+            }
+        };
         Ok(TpgConn {
             point: client.prepare(POINT_SQL).await.map_err(err)?,
             select1: client.prepare(SELECT1_SQL).await.map_err(err)?,
@@ -890,6 +1001,13 @@ impl Job {
         let mut c = self.base.clone();
         c.host = self.host.clone();
         c.port = self.port;
+        // Explicit either way: the default (`prefer`) would use TLS wherever the server offers it.
+        if self.cand.tls {
+            c.tls.mode = pgpipe::SslMode::VerifyFull;
+            c.tls.root_cert = self.root_cert.clone().map(pgpipe::RootCert::File);
+        } else {
+            c.tls.mode = pgpipe::SslMode::Disable;
+        }
         c.pipeline_size = self.cand.conns;
         c.application_name = Some(crate::monitor::APP_NAME.into());
         if let Some(w) = self.cand.max_in_flight {
@@ -908,11 +1026,46 @@ impl Job {
             .port(self.port)
             .user(&self.base.user)
             .dbname(self.base.database())
-            .application_name(crate::monitor::APP_NAME);
+            .application_name(crate::monitor::APP_NAME)
+            // TLS must happen (`require`); the rustls configuration verifies chain and name.
+            .ssl_mode(if self.cand.tls {
+                tokio_postgres::config::SslMode::Require
+            } else {
+                tokio_postgres::config::SslMode::Disable
+            });
         if let Some(p) = &self.base.password {
             c.password(p);
         }
         c
+    }
+
+    /// tokio-postgres' TLS connector for a `-tls` candidate: rustls with the ring provider,
+    /// the root certificate as the only trusted root (chain and host name verified, as
+    /// pgpipe's `verify-full`). None for a plaintext candidate.
+    fn tpg_tls(&self) -> Result<Option<tokio_postgres_rustls::MakeRustlsConnect>, String> {
+        if !self.cand.tls {
+            return Ok(None);
+        }
+        use rustls::pki_types::{pem::PemObject, CertificateDer};
+        let path = self
+            .root_cert
+            .as_ref()
+            .ok_or("a TLS candidate needs a root certificate (--sslrootcert)")?;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in
+            CertificateDer::pem_file_iter(path).map_err(|e| format!("{}: {e}", path.display()))?
+        {
+            roots
+                .add(cert.map_err(|e| format!("{}: {e}", path.display()))?)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(err)?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(Some(tokio_postgres_rustls::MakeRustlsConnect::new(config)))
     }
 }
 
@@ -1008,9 +1161,10 @@ fn run_tokio(job: &Job, which: TokioClient) -> Result<Measurement, String> {
             }
             TokioClient::TokioPostgres => {
                 let cfg = job.tpg_config();
+                let tls = job.tpg_tls()?;
                 let mut conns = Vec::with_capacity(job.cand.conns);
                 for _ in 0..job.cand.conns {
-                    conns.push(TpgConn::connect(&cfg).await?);
+                    conns.push(TpgConn::connect(&cfg, tls.as_ref()).await?);
                 }
                 let db = TpgDb {
                     conns: Rc::new(conns),
@@ -1019,13 +1173,19 @@ fn run_tokio(job: &Job, which: TokioClient) -> Result<Measurement, String> {
                 Ok(drive(db, TokioLocal, job).await)
             }
             TokioClient::Deadpool => {
-                let mgr = deadpool_postgres::Manager::from_config(
-                    job.tpg_config(),
-                    tokio_postgres::NoTls,
-                    deadpool_postgres::ManagerConfig {
-                        recycling_method: deadpool_postgres::RecyclingMethod::Fast,
-                    },
-                );
+                let mgr_config = || deadpool_postgres::ManagerConfig {
+                    recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+                };
+                let mgr = match job.tpg_tls()? {
+                    None => deadpool_postgres::Manager::from_config(
+                        job.tpg_config(),
+                        tokio_postgres::NoTls,
+                        mgr_config(),
+                    ),
+                    Some(tls) => {
+                        deadpool_postgres::Manager::from_config(job.tpg_config(), tls, mgr_config())
+                    }
+                };
                 let pool = deadpool_postgres::Pool::builder(mgr)
                     .max_size(job.cand.conns)
                     .build()

@@ -8,7 +8,8 @@
 //! ```
 //!
 //! With no database URL (`--url`, else `DATABASE_URL`) it starts a throwaway PostgreSQL cluster
-//! (the tests' harness), loads a pgbench-like accounts table once, runs every scenario's
+//! (the tests' harness, with TLS on, so that plaintext and `-tls` candidates meet the same
+//! server), loads a pgbench-like accounts table once, runs every scenario's
 //! candidates interleaved over several rounds, prints Markdown tables (median and min–max over
 //! rounds), and writes the JSON document and SVG charts. Method and figures: docs/BENCHMARKS.md.
 
@@ -37,11 +38,18 @@ pgpipe-bench: pgpipe side by side with tokio-postgres and deadpool-postgres
 usage: cargo run --release -p pgpipe-bench -- [options]
 
   --quick                 smoke run of the whole pipeline, every candidate kind, for CI (not for figures)
-  --url URL               server to use (default: $DATABASE_URL, else a throwaway cluster)
+  --url URL               server to use (default: $DATABASE_URL, else a throwaway cluster with TLS)
+  --sslrootcert PATH      CA certificate (PEM) that -tls candidates verify the server against
+                          (default: the throwaway cluster's CA, else the URL's sslrootcert;
+                          with none, -tls candidates are skipped with a note)
   --candidates LIST       comma-separated, e.g. pgpipe-smol-4,pgpipe-tokio-4-w256,tokio-postgres-1,deadpool-16
                           pgpipe options: -wM max_in_flight M, -mK max_connections K (elastic
                           connections up to K; K <= N: none), either order: pgpipe-tokio-4-w256-m32
+                          any candidate: -tls over TLS, certificate and host name verified (pgpipe
+                          sslmode=verify-full; tokio-postgres and deadpool via tokio-postgres-rustls),
+                          e.g. pgpipe-tokio-4-tls, tokio-postgres-4-tls; without it, plaintext
                           (a #2 suffix enters a configuration twice: an A/A control)
+  --scenarios LIST        only these scenarios of the default set, by id or tag (see --list), e.g. tls
   --workloads LIST        point,select1,rw,ceiling,hol (hol: 99% point selects, 1% SELECT pg_sleep(0.02))
   --loads LIST            closed,open
   --delays LIST           direct (no proxy) and/or one-way delays in ms through the delay proxy: 0,1,5
@@ -67,6 +75,8 @@ replaces the candidate list of every scenario.";
 struct Args {
     quick: bool,
     url: Option<String>,
+    sslrootcert: Option<PathBuf>,
+    scenarios: Option<Vec<String>>,
     candidates: Option<Vec<Candidate>>,
     workloads: Option<Vec<Workload>>,
     loads: Option<Vec<String>>,
@@ -98,6 +108,8 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
     let mut a = Args {
         quick: false,
         url: None,
+        sslrootcert: None,
+        scenarios: None,
         candidates: None,
         workloads: None,
         loads: None,
@@ -135,6 +147,8 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
         match flag {
             "--quick" => a.quick = true,
             "--url" => a.url = Some(val()?),
+            "--sslrootcert" => a.sslrootcert = Some(val()?.into()),
+            "--scenarios" => a.scenarios = Some(list(&val()?, |s| Ok(s.to_string()))?),
             "--candidates" => a.candidates = Some(list(&val()?, Candidate::parse)?),
             "--workloads" => a.workloads = Some(list(&val()?, Workload::parse)?),
             "--loads" => {
@@ -160,6 +174,14 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }
+    }
+    let custom = a.workloads.is_some() || a.loads.is_some() || a.delays.is_some();
+    if a.scenarios.is_some() && custom {
+        return Err(
+            "--scenarios picks from the default set; it does not combine with --workloads, \
+             --loads or --delays"
+                .into(),
+        );
     }
     if a.rounds == Some(0) || a.tasks == Some(0) || a.rows.is_some_and(|r| r < 1) {
         return Err("--rounds, --tasks and --rows must be at least 1".into());
@@ -235,6 +257,9 @@ fn build_plan(a: &Args, s: &Settings) -> Vec<Scenario> {
                 sc.candidates = c.clone();
             }
         }
+    }
+    if let Some(sel) = &a.scenarios {
+        plan.retain(|s| sel.iter().any(|x| s.selected_by(x)));
     }
     plan.retain(|s| !s.candidates.is_empty());
     plan
@@ -321,6 +346,16 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
         .map_or(0, |d| d.as_secs());
     let settings = settings(args);
     let mut plan = build_plan(args, &settings);
+    if plan.is_empty() && args.scenarios.is_some() {
+        let all: Vec<String> = plan::default_plan(&settings, args.quick)
+            .iter()
+            .map(|s| s.id())
+            .collect();
+        return Err(format!(
+            "--scenarios matched nothing; the default set's scenarios: {}, or the tag tls",
+            all.join(", ")
+        ));
+    }
 
     // glommio needs io_uring; where it is missing its candidates are left out loudly, unless
     // PGPIPE_REQUIRE_IO_URING says it must be there (CI).
@@ -351,16 +386,47 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
         .url
         .clone()
         .or_else(|| std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()));
-    let (_cluster, url, server) = match url {
+    // The throwaway cluster offers TLS; its URL says sslmode=disable, and every candidate sets
+    // its own sslmode anyway (plaintext: disable; -tls: verify-full against its CA).
+    let (cluster, url, server) = match url {
         Some(u) => (None, u, "given by --url / DATABASE_URL".to_string()),
         None => {
-            eprintln!("pgpipe-bench: starting a throwaway PostgreSQL cluster");
-            let c = pgpipe_tests::Cluster::start().map_err(|e| e.to_string())?;
+            eprintln!("pgpipe-bench: starting a throwaway PostgreSQL cluster (TLS on)");
+            let c = pgpipe_tests::Cluster::builder()
+                .tls(true)
+                .start()
+                .map_err(|e| e.to_string())?;
             let u = c.url();
-            (Some(c), u, "throwaway cluster (pgpipe-tests harness: fsync=off, synchronous_commit=off, shared_buffers=128MB)".to_string())
+            (Some(c), u, "throwaway cluster (pgpipe-tests harness: fsync=off, synchronous_commit=off, shared_buffers=128MB, ssl=on)".to_string())
         }
     };
-    let base = pgpipe::Config::from_url(&url).map_err(|e| format!("bad database URL: {e}"))?;
+    let base = pgpipe::Config::parse(&url).map_err(|e| format!("bad database URL: {e}"))?;
+    // The CA that -tls candidates verify the server against.
+    let root_cert: Option<PathBuf> = args
+        .sslrootcert
+        .clone()
+        .or_else(|| {
+            cluster
+                .as_ref()
+                .and_then(|c| c.tls())
+                .map(|t| t.ca_cert().to_path_buf())
+        })
+        .or_else(|| match &base.tls.root_cert {
+            Some(pgpipe::RootCert::File(p)) => Some(p.clone()),
+            _ => None,
+        });
+    if root_cert.is_none() && plan.iter().any(|s| s.candidates.iter().any(|c| c.tls)) {
+        eprintln!(
+            "pgpipe-bench: SKIPPING -tls candidates: no root certificate is known for this \
+             server (give one with --sslrootcert PATH)"
+        );
+        for sc in &mut plan {
+            sc.candidates.retain(|c| !c.tls);
+        }
+        plan.retain(|s| !s.candidates.is_empty());
+    }
+    let runs_total: usize =
+        settings.rounds * plan.iter().map(|s| s.candidates.len()).sum::<usize>();
     let monitor = Monitor::start(&base)?;
     let server_version = monitor
         .query("SELECT version()")?
@@ -462,6 +528,7 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
                     rows: settings.rows,
                     monitor: monitor.clone(),
                     proxy_cpu,
+                    root_cert: root_cert.clone(),
                 };
                 let mut outcome = engine::run(job);
                 if let (Ok(m), Some(p)) = (&mut outcome, proxy) {
@@ -713,6 +780,24 @@ mod tests {
         assert!(p.iter().any(|s| s.id() == "select1-open-200-5ms"));
         assert!(parse_args(&["--bogus".to_string()]).is_err());
         assert!(parse_args(&["--rounds".to_string(), "0".to_string()]).is_err());
+    }
+
+    #[test]
+    fn scenarios_flag_picks_from_the_default_set() {
+        let a = args("--scenarios tls --rounds 5");
+        let p = build_plan(&a, &settings(&a));
+        let ids: Vec<String> = p.iter().map(|s| s.id()).collect();
+        assert_eq!(ids, ["tls-point-closed-1000-direct"]);
+        let a = args("--scenarios point-closed-1000-direct,tls");
+        let p = build_plan(&a, &settings(&a));
+        assert_eq!(p.len(), 2);
+        let a = args("--scenarios nothing");
+        assert!(build_plan(&a, &settings(&a)).is_empty());
+        assert!(parse_args(&["--scenarios=tls".into(), "--workloads=point".into()]).is_err());
+        let a =
+            args("--sslrootcert /x/ca.crt --candidates pgpipe-tokio-4-tls,tokio-postgres-1-tls");
+        assert_eq!(a.sslrootcert.as_deref(), Some(Path::new("/x/ca.crt")));
+        assert!(a.candidates.unwrap().iter().all(|c| c.tls));
     }
 
     #[test]

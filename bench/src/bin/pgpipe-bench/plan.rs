@@ -23,8 +23,10 @@ pub enum Kind {
 
 /// One client configuration. Its name is its spec: `pgpipe-smol-4`, `pgpipe-tokio-4-w256`
 /// (max_in_flight 256), `pgpipe-tokio-4-m4` (max_connections 4: no elasticity),
-/// `tokio-postgres-2`, `deadpool-16`; a `#2` suffix enters the same configuration again as a
-/// separate candidate (the A/A control).
+/// `tokio-postgres-2`, `deadpool-16`; `-tls` on any of them connects over TLS with the server
+/// certificate verified (`pgpipe-tokio-4-tls`, `tokio-postgres-4-tls`, `deadpool-16-tls`);
+/// without it a candidate is plaintext (`sslmode=disable`). A `#2` suffix enters the same
+/// configuration again as a separate candidate (the A/A control).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Candidate {
     /// The spec as given (`pgpipe-tokio-4-w256#2`).
@@ -39,19 +41,23 @@ pub struct Candidate {
     /// the service may open on demand; None = the library's default. At most `conns` disables
     /// elasticity.
     pub max_connections: Option<usize>,
+    /// `-tls`: over TLS, verifying the server's certificate chain and name against the root
+    /// certificate (pgpipe `sslmode=verify-full`, tokio-postgres and deadpool through
+    /// tokio-postgres-rustls). Otherwise plaintext.
+    pub tls: bool,
     /// 1, or the copy number of an A/A duplicate.
     pub copy: u32,
 }
 
 impl Candidate {
     /// Parses a candidate spec: `pgpipe-{smol,tokio,glommio}-N[-wM][-mK]` (`-w` and `-m` in
-    /// either order, each at most once), `tokio-postgres-N` or `deadpool-N`, optionally
-    /// followed by `#K`.
+    /// either order, each at most once), `tokio-postgres-N` or `deadpool-N`, each optionally
+    /// with `-tls` among its options, optionally followed by `#K`.
     pub fn parse(spec: &str) -> Result<Candidate, String> {
         let bad = || {
             format!(
-                "bad candidate {spec:?}: expected pgpipe-{{smol,tokio,glommio}}-N[-wM][-mK], \
-                 tokio-postgres-N or deadpool-N, optionally followed by #K"
+                "bad candidate {spec:?}: expected pgpipe-{{smol,tokio,glommio}}-N[-wM][-mK][-tls], \
+                 tokio-postgres-N[-tls] or deadpool-N[-tls], optionally followed by #K"
             )
         };
         let (base, copy) = match spec.split_once('#') {
@@ -71,14 +77,22 @@ impl Candidate {
         } else {
             return Err(bad());
         };
-        // `N`, then pgpipe's options `-wM` / `-mK`, in either order, each at most once.
+        // `N`, then `-tls` (any kind) and pgpipe's options `-wM` / `-mK`, in any order, each at
+        // most once.
         let mut parts = rest.split('-');
         let conns = parts
             .next()
             .and_then(|n| n.parse::<usize>().ok())
             .ok_or_else(bad)?;
-        let (mut window, mut max_conns) = (None, None);
+        let (mut window, mut max_conns, mut tls) = (None, None, false);
         for opt in parts {
+            if opt == "tls" {
+                if tls {
+                    return Err(bad());
+                }
+                tls = true;
+                continue;
+            }
             if !matches!(kind, Kind::Pgpipe(_)) {
                 return Err(bad());
             }
@@ -101,11 +115,12 @@ impl Candidate {
             conns,
             max_in_flight: window,
             max_connections: max_conns,
+            tls,
             copy,
         })
     }
 
-    /// The option suffixes in their canonical order: `-wM`, then `-mK`, then `#K`.
+    /// The option suffixes in their canonical order: `-wM`, then `-mK`, then `-tls`, then `#K`.
     fn suffix(&self) -> String {
         let mut s = String::new();
         if let Some(w) = self.max_in_flight {
@@ -114,6 +129,9 @@ impl Candidate {
         if let Some(m) = self.max_connections {
             s.push_str(&format!("-m{m}"));
         }
+        if self.tls {
+            s.push_str("-tls");
+        }
         if self.copy > 1 {
             s.push_str(&format!("#{}", self.copy));
         }
@@ -121,7 +139,7 @@ impl Candidate {
     }
 
     /// The library and runtime without the size, with the options: `pgpipe-smol`,
-    /// `pgpipe-tokio-w256-m32`, `tokio-postgres`, `deadpool`.
+    /// `pgpipe-tokio-w256-m32`, `tokio-postgres`, `tokio-postgres-tls`, `deadpool`.
     pub fn family(&self) -> String {
         format!("{}{}", self.library(), self.suffix())
     }
@@ -269,6 +287,9 @@ impl fmt::Display for Delay {
 /// A workload under a load model at a delay, with the candidates that run it.
 #[derive(Debug, Clone)]
 pub struct Scenario {
+    /// Names a scenario of the default set that repeats another's workload, load and delay
+    /// with other candidates (`tls`); it prefixes the id.
+    pub tag: Option<&'static str>,
     pub workload: Workload,
     pub load: Load,
     pub delay: Delay,
@@ -276,13 +297,23 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// `point-closed-1000-direct`, or with a tag `tls-point-closed-1000-direct`.
     pub fn id(&self) -> String {
-        format!(
+        let base = format!(
             "{}-{}-{}",
             self.workload.label(),
             self.load.label(),
             self.delay
-        )
+        );
+        match self.tag {
+            Some(t) => format!("{t}-{base}"),
+            None => base,
+        }
+    }
+
+    /// Whether `--scenarios` item `sel` names this scenario: its id or its tag.
+    pub fn selected_by(&self, sel: &str) -> bool {
+        self.id() == sel || self.tag == Some(sel)
     }
 }
 
@@ -387,6 +418,32 @@ pub const HOL_CANDIDATES: [&str; 9] = [
     "pgpipe-tokio-4#2",
 ];
 
+/// The candidates of the default `tls` scenario (point selects, closed loop, direct): pgpipe
+/// plaintext and over TLS on the same configuration, another runtime over TLS, tokio-postgres
+/// over TLS on 1 and 4 connections and plaintext on 4 (its own TLS cost), and the A/A
+/// duplicate of pgpipe over TLS.
+pub const TLS_CANDIDATES: [&str; 7] = [
+    "pgpipe-tokio-4",
+    "pgpipe-tokio-4-tls",
+    "pgpipe-glommio-4-tls",
+    "tokio-postgres-1-tls",
+    "tokio-postgres-4-tls",
+    "tokio-postgres-4",
+    "pgpipe-tokio-4-tls#2",
+];
+
+/// `--quick`'s `tls` scenario: a TLS candidate of every kind and runtime, the plaintext twin of
+/// pgpipe's and an A/A duplicate, so that every ratio of the report is computed.
+pub const TLS_QUICK_CANDIDATES: [&str; 7] = [
+    "pgpipe-tokio-2",
+    "pgpipe-tokio-2-tls",
+    "pgpipe-smol-2-tls",
+    "pgpipe-glommio-2-tls",
+    "tokio-postgres-1-tls",
+    "deadpool-8-tls",
+    "pgpipe-tokio-2-tls#2",
+];
+
 /// The curated default plan (or `--quick`'s). Sized to finish in about five minutes on a
 /// 2-core machine: every candidate kind on the headline scenario (point select, direct), each
 /// family's usual best elsewhere.
@@ -394,10 +451,16 @@ pub fn default_plan(s: &Settings, quick: bool) -> Vec<Scenario> {
     let closed = Load::Closed { tasks: s.tasks };
     let ms = |n: u64| Delay::Proxy(Duration::from_millis(n));
     let sc = |workload, load, delay, candidates| Scenario {
+        tag: None,
         workload,
         load,
         delay,
         candidates,
+    };
+    // TLS side by side: the headline's workload, load and delay, plaintext and TLS interleaved.
+    let tls = |names: &[&str]| Scenario {
+        tag: Some("tls"),
+        ..sc(Workload::Point, closed, Delay::Direct, cands(names))
     };
     let ceiling = |families: &[&str], sizes: &[usize]| {
         sc(
@@ -413,6 +476,7 @@ pub fn default_plan(s: &Settings, quick: bool) -> Vec<Scenario> {
         let few = cands(&["pgpipe-smol-2", "tokio-postgres-1", "deadpool-8"]);
         return vec![
             sc(Workload::Point, closed, Delay::Direct, all_candidates()),
+            tls(&TLS_QUICK_CANDIDATES),
             sc(Workload::Point, closed, ms(1), few.clone()),
             sc(Workload::Select1, closed, Delay::Direct, few.clone()),
             sc(Workload::ReadWrite, closed, Delay::Direct, few.clone()),
@@ -462,6 +526,7 @@ pub fn default_plan(s: &Settings, quick: bool) -> Vec<Scenario> {
     ]);
     vec![
         sc(Workload::Point, closed, Delay::Direct, all_candidates()),
+        tls(&TLS_CANDIDATES),
         sc(
             Workload::Point,
             closed,
@@ -520,6 +585,7 @@ pub fn custom_plan(
             }
             for &delay in delays {
                 out.push(Scenario {
+                    tag: None,
                     workload: w,
                     load: Load::Ceiling {
                         queries: s.ceiling_queries,
@@ -533,6 +599,7 @@ pub fn custom_plan(
         for &load in loads {
             for &delay in delays {
                 out.push(Scenario {
+                    tag: None,
                     workload: w,
                     load,
                     delay,
@@ -609,6 +676,84 @@ mod tests {
         assert_eq!(c.family(), "pgpipe-smol-m8#2");
         assert_eq!(c.sized(2).name, "pgpipe-smol-2-m8#2");
         assert_eq!(Candidate::parse(&c.sized(16).name).unwrap(), c.sized(16));
+    }
+
+    #[test]
+    fn tls_suffix() {
+        let t = Candidate::parse("pgpipe-tokio-4-tls").unwrap();
+        assert!(t.tls && t.is_pgpipe());
+        assert_eq!(t.family(), "pgpipe-tokio-tls");
+        assert_ne!(
+            t.family(),
+            Candidate::parse("pgpipe-tokio-4").unwrap().family()
+        );
+        assert!(!Candidate::parse("pgpipe-tokio-4").unwrap().tls);
+        // Any kind; among pgpipe's options in any order, written canonically.
+        let a = Candidate::parse("pgpipe-glommio-4-tls-w256#2").unwrap();
+        assert_eq!((a.tls, a.max_in_flight, a.copy), (true, Some(256), 2));
+        assert_eq!(a.sized(8).name, "pgpipe-glommio-8-w256-tls#2");
+        let p = Candidate::parse("tokio-postgres-4-tls").unwrap();
+        assert_eq!((p.kind, p.conns, p.tls), (Kind::TokioPostgres, 4, true));
+        assert_eq!(p.family(), "tokio-postgres-tls");
+        let d = Candidate::parse("deadpool-16-tls").unwrap();
+        assert_eq!((d.kind, d.conns, d.tls), (Kind::Deadpool, 16, true));
+        assert_eq!(d.sized(8).name, "deadpool-8-tls");
+        for bad in [
+            "pgpipe-tokio-4-tls-tls",
+            "tokio-postgres-tls",
+            "deadpool-16-tls-w4",
+            "pgpipe-tokio-tls-4",
+            "pgpipe-tokio-4-TLS",
+        ] {
+            assert!(Candidate::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn tls_scenario() {
+        let s = Settings {
+            rounds: 1,
+            warmup: Duration::ZERO,
+            window: Duration::ZERO,
+            hol_warmup: Duration::ZERO,
+            hol_window: Duration::ZERO,
+            tasks: 1000,
+            rate: 100.0,
+            rows: 10,
+            ceiling_queries: 6,
+        };
+        for quick in [false, true] {
+            let plan = default_plan(&s, quick);
+            let tls: Vec<&Scenario> = plan.iter().filter(|s| s.tag == Some("tls")).collect();
+            assert_eq!(tls.len(), 1);
+            let t = tls[0];
+            assert_eq!(t.id(), "tls-point-closed-1000-direct");
+            assert!(t.selected_by("tls") && t.selected_by("tls-point-closed-1000-direct"));
+            assert_eq!((t.workload, t.delay), (Workload::Point, Delay::Direct));
+            // Plaintext pgpipe next to its TLS twin, TLS of every kind (--quick: every
+            // runtime too), and an A/A duplicate over TLS.
+            let has = |f: &dyn Fn(&Candidate) -> bool| t.candidates.iter().any(f);
+            assert!(has(&|c| c.is_pgpipe() && !c.tls));
+            assert!(has(&|c| c.kind == Kind::TokioPostgres && c.tls));
+            assert!(has(&|c| c.tls && c.copy == 2));
+            if quick {
+                for k in [
+                    Kind::Pgpipe(Adapter::Smol),
+                    Kind::Pgpipe(Adapter::Tokio),
+                    Kind::Pgpipe(Adapter::Glommio),
+                    Kind::TokioPostgres,
+                    Kind::Deadpool,
+                ] {
+                    assert!(has(&|c| c.kind == k && c.tls), "{k:?}");
+                }
+            }
+            // No other scenario has TLS candidates; the headline's id stays as it was.
+            assert!(plan
+                .iter()
+                .filter(|s| s.tag.is_none())
+                .all(|s| s.candidates.iter().all(|c| !c.tls)));
+            assert!(plan.iter().any(|s| s.id() == "point-closed-1000-direct"));
+        }
     }
 
     #[test]

@@ -82,6 +82,14 @@ pub struct Summary {
     pub slow_samples: Option<Figure>,
     pub units_per_readable: Option<Figure>,
     pub writes_per_unit: Option<Figure>,
+    /// pgpipe: plaintext bytes per write call.
+    pub bytes_per_write: Option<Figure>,
+    /// pgpipe over TLS: plaintext bytes per TLS record.
+    pub bytes_per_tls_record: Option<Figure>,
+    /// pgpipe over TLS: TLS records per unit.
+    pub tls_records_per_unit: Option<Figure>,
+    /// The candidate's server backends using TLS at the end of each window (pg_stat_ssl).
+    pub tls_backends: Option<Figure>,
     /// Pool ceiling: time to finish the batch, in ms.
     pub wall_ms: Figure,
     /// Through the delay proxy: the proxy's worst lateness per run, in µs.
@@ -121,6 +129,10 @@ impl Summary {
             slow_samples: o(|m| m.slow_samples.map(|n| n as f64)),
             units_per_readable: o(|m| m.units_per_readable),
             writes_per_unit: o(|m| m.writes_per_unit),
+            bytes_per_write: o(|m| m.bytes_per_write),
+            bytes_per_tls_record: o(|m| m.bytes_per_tls_record),
+            tls_records_per_unit: o(|m| m.tls_records_per_unit),
+            tls_backends: o(|m| m.tls_backends.map(|n| n as f64)),
             wall_ms: f(|m| m.seconds * 1e3),
             proxy_late_max_us: o(|m| m.proxy_late_max_us),
         }
@@ -156,6 +168,9 @@ pub struct AaSpread {
 #[derive(Debug, Clone, Serialize)]
 pub struct ScenarioResult {
     pub id: String,
+    /// The default set's name for a scenario that repeats another's workload, load and delay
+    /// (`tls`).
+    pub tag: Option<String>,
     pub workload: Workload,
     pub load: Load,
     pub delay: String,
@@ -164,6 +179,8 @@ pub struct ScenarioResult {
     pub aa: Option<AaSpread>,
     /// hol: the goals of the head-of-line scenario, from the medians (empty otherwise).
     pub hol_goals: Vec<Goal>,
+    /// With `-tls` candidates: TLS against plaintext and against tokio-postgres over TLS.
+    pub tls: Option<TlsReport>,
     #[serde(skip)]
     pub delay_kind: Delay,
 }
@@ -188,7 +205,8 @@ impl ScenarioResult {
                 return None;
             }
             // The same configuration as copy 1, however its options were ordered.
-            let config = |c: &Candidate| (c.kind, c.conns, c.max_in_flight, c.max_connections);
+            let config =
+                |c: &Candidate| (c.kind, c.conns, c.max_in_flight, c.max_connections, c.tls);
             let a = candidates.iter().find(|a| {
                 a.candidate.copy == 1
                     && !a.runs.is_empty()
@@ -217,6 +235,7 @@ impl ScenarioResult {
         });
         let mut s = ScenarioResult {
             id: sc.id(),
+            tag: sc.tag.map(str::to_string),
             workload: sc.workload,
             load: sc.load,
             delay: sc.delay.to_string(),
@@ -224,10 +243,14 @@ impl ScenarioResult {
             candidates,
             aa,
             hol_goals: Vec::new(),
+            tls: None,
             delay_kind: sc.delay,
         };
         if s.workload == Workload::Hol {
             s.hol_goals = hol_goals(&s);
+        }
+        if s.candidates.iter().any(|c| c.candidate.tls) {
+            s.tls = Some(tls_report(&s));
         }
         s
     }
@@ -278,7 +301,11 @@ impl ScenarioResult {
             Delay::Direct => "direct connection".to_string(),
             Delay::Proxy(x) => format!("delay proxy, {} ms one way", x.as_secs_f64() * 1e3),
         };
-        format!("{w}; {l}; {d}")
+        if self.tls.is_some() {
+            format!("{w}; {l}; {d}; -tls candidates over TLS (verify-full), the others plaintext")
+        } else {
+            format!("{w}; {l}; {d}")
+        }
     }
 }
 
@@ -299,7 +326,8 @@ fn is_deadpool(c: &Candidate) -> bool {
 
 fn headline(scenarios: &[ScenarioResult], delay: Delay) -> Option<&ScenarioResult> {
     scenarios.iter().find(|s| {
-        s.workload == Workload::Point
+        s.tag.is_none()
+            && s.workload == Workload::Point
             && matches!(s.load, Load::Closed { .. })
             && s.delay_kind == delay
     })
@@ -555,6 +583,142 @@ fn hol_goals(s: &ScenarioResult) -> Vec<Goal> {
     out
 }
 
+/// How a ratio of medians stands against its goal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    /// At or above the goal by more than the A/A spread (or no A/A control to judge by).
+    Met,
+    /// Below the goal by more than the A/A spread.
+    NotMet,
+    /// Closer to the goal than the A/A spread, on either side: the run cannot tell.
+    ParityWithinNoise,
+    /// No goal: a figure for context.
+    Info,
+}
+
+impl Status {
+    fn label(self) -> &'static str {
+        match self {
+            Status::Met => "met",
+            Status::NotMet => "NOT met",
+            Status::ParityWithinNoise => "parity within noise",
+            Status::Info => "for context",
+        }
+    }
+}
+
+/// One throughput ratio of medians in a TLS scenario.
+#[derive(Debug, Clone, Serialize)]
+pub struct TlsRatio {
+    /// `pgpipe-tokio-4-tls / pgpipe-tokio-4`.
+    pub what: String,
+    /// The goal (`ratio >= goal`), None for a figure given for context.
+    pub goal: Option<f64>,
+    pub ratio: f64,
+    /// The two medians, ops/s.
+    pub numerator: f64,
+    pub denominator: f64,
+    /// Whether the medians alone meet the goal.
+    pub met_by_medians: Option<bool>,
+    /// Judged with the scenario's A/A throughput spread as the noise.
+    pub status: Status,
+}
+
+/// The TLS comparisons of a scenario with `-tls` candidates, from the medians.
+#[derive(Debug, Clone, Serialize)]
+pub struct TlsReport {
+    pub ratios: Vec<TlsRatio>,
+    /// The A/A control's throughput spread in percent (the noise the statuses use).
+    pub aa_throughput_pct: Option<f64>,
+    /// Each candidate's TLS backends (pg_stat_ssl) against its connections, and what it
+    /// negotiated, as `name: versions and ciphers` (from its last round).
+    pub negotiated: Vec<String>,
+}
+
+/// pgpipe over TLS against its own plaintext (goal >= 0.9) and against the best
+/// tokio-postgres over TLS (goal >= 1.0); tokio-postgres' and deadpool's TLS against their
+/// plaintext for context. The A/A duplicates are never a side of a ratio.
+fn tls_report(s: &ScenarioResult) -> TlsReport {
+    let noise = s.aa.as_ref().map(|a| a.throughput_pct);
+    let ok: Vec<&CandidateResult> = s.ok().filter(|c| c.candidate.copy == 1).collect();
+    let twin = |c: &Candidate| {
+        ok.iter().copied().find(|p| {
+            !p.candidate.tls
+                && (p.candidate.kind, p.candidate.conns) == (c.kind, c.conns)
+                && (p.candidate.max_in_flight, p.candidate.max_connections)
+                    == (c.max_in_flight, c.max_connections)
+        })
+    };
+    let ratio = |a: &CandidateResult, b: &CandidateResult, what: String, goal: Option<f64>| {
+        let (x, y) = (a.summary.throughput.median, b.summary.throughput.median);
+        let r = x / y;
+        let status = match (goal, noise) {
+            (None, _) => Status::Info,
+            (Some(g), Some(n)) if ((r - g) / g).abs() * 100.0 <= n => Status::ParityWithinNoise,
+            (Some(g), _) if r >= g => Status::Met,
+            _ => Status::NotMet,
+        };
+        TlsRatio {
+            what,
+            goal,
+            ratio: r,
+            numerator: x,
+            denominator: y,
+            met_by_medians: goal.map(|g| r >= g),
+            status,
+        }
+    };
+    let mut ratios = Vec::new();
+    let best_tpg = s.best(|c| c.tls && c.kind == Kind::TokioPostgres && c.copy == 1);
+    for c in ok
+        .iter()
+        .filter(|c| c.candidate.tls && c.candidate.is_pgpipe())
+    {
+        if let Some(p) = twin(&c.candidate) {
+            let what = format!("{} / {}", c.candidate.name, p.candidate.name);
+            ratios.push(ratio(c, p, what, Some(0.9)));
+        }
+        if let Some(t) = best_tpg {
+            let what = format!(
+                "{} / {}, the best tokio-postgres over TLS",
+                c.candidate.name, t.candidate.name
+            );
+            ratios.push(ratio(c, t, what, Some(1.0)));
+        }
+    }
+    for c in ok
+        .iter()
+        .filter(|c| c.candidate.tls && !c.candidate.is_pgpipe())
+    {
+        if let Some(p) = twin(&c.candidate) {
+            let what = format!("{} / {}", c.candidate.name, p.candidate.name);
+            ratios.push(ratio(c, p, what, None));
+        }
+    }
+    let negotiated = s
+        .ok()
+        .map(|c| {
+            let last = c.runs.last();
+            let tls = last.and_then(|m| m.tls_backends);
+            let cipher = last.and_then(|m| m.tls_cipher.clone());
+            format!(
+                "{}: {} of {} server connections over TLS{}",
+                c.candidate.name,
+                tls.map_or_else(|| "?".into(), |n| n.to_string()),
+                last.and_then(|m| m.backends_checked)
+                    .map_or_else(|| "?".into(), |n| n.to_string()),
+                cipher.map_or_else(String::new, |c| format!(" ({c})"))
+            )
+        })
+        .collect();
+    TlsReport {
+        ratios,
+        aa_throughput_pct: noise,
+        negotiated,
+    }
+}
+
 fn ms(us: f64) -> String {
     let v = us / 1e3;
     if v >= 100.0 {
@@ -605,12 +769,22 @@ pub fn table(s: &ScenarioResult, rounds: usize) -> String {
         return t;
     }
     let ceiling = matches!(s.load, Load::Ceiling { .. });
+    let tls = s.tls.is_some();
     if ceiling {
         let _ = writeln!(
             t,
             "| candidate | conns | time to finish ms | ideal ms | vs ideal | ops/s | client CPU µs/op | p50 | p99 | max | errors |"
         );
         let _ = writeln!(t, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    } else if tls {
+        let _ = writeln!(
+            t,
+            "| candidate | conns | ops/s | client CPU µs/op | machine CPU µs/op | p50 | p90 | p99 | p99.9 | p99.99 | max | errors | units/readable | writes/unit | bytes/write | bytes/TLS record | TLS records/unit |"
+        );
+        let _ = writeln!(
+            t,
+            "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+        );
     } else {
         let _ = writeln!(
             t,
@@ -657,7 +831,7 @@ pub fn table(s: &ScenarioResult, rounds: usize) -> String {
             f.map(|f| format!("{:.*}", p, f.median))
                 .unwrap_or_else(|| "–".into())
         };
-        let _ = writeln!(
+        let _ = write!(
             t,
             "| {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             c.candidate.name,
@@ -675,6 +849,16 @@ pub fn table(s: &ScenarioResult, rounds: usize) -> String {
             opt(&m.units_per_readable, 1),
             opt(&m.writes_per_unit, 3),
         );
+        if tls {
+            let _ = write!(
+                t,
+                " {} | {} | {} |",
+                opt(&m.bytes_per_write, 0),
+                opt(&m.bytes_per_tls_record, 0),
+                opt(&m.tls_records_per_unit, 3),
+            );
+        }
+        t.push('\n');
     }
     if let Some(aa) = &s.aa {
         let _ = writeln!(
@@ -682,6 +866,9 @@ pub fn table(s: &ScenarioResult, rounds: usize) -> String {
             "\nA/A control ({} vs {}): throughput differs by {:.1}%, client CPU by {:.1}%, p99 by {:.1}%, p99.9 by {:.1}%.",
             aa.a, aa.b, aa.throughput_pct, aa.client_cpu_pct, aa.p99_pct, aa.p999_pct
         );
+    }
+    if let Some(r) = &s.tls {
+        tls_notes(&mut t, r);
     }
     if s.delay_kind != Delay::Direct && !ceiling {
         let proxy: Vec<String> = s
@@ -705,6 +892,60 @@ pub fn table(s: &ScenarioResult, rounds: usize) -> String {
         );
     }
     t
+}
+
+/// Under a table with `-tls` candidates: what the fill columns mean for each library, which
+/// transport each candidate's backends used, and the ratios against the goals.
+fn tls_notes(t: &mut String, r: &TlsReport) {
+    let _ = writeln!(
+        t,
+        "\nbytes/write = plaintext bytes per write call of pgpipe's connection task (over TLS each \
+         such write is sealed into records and sent at once); bytes/TLS record = plaintext bytes per \
+         TLS record (ConnStats::bytes_per_tls_record; the core counts the records each write makes, \
+         one per 16 KiB of plaintext), TLS records/unit = records per query. \
+         tokio-postgres and deadpool (–): their writes happen inside tokio-postgres and tokio-rustls \
+         and are not observable from outside, so no figure is given for them."
+    );
+    let _ = writeln!(
+        t,
+        "\nTransport, checked on the server (pg_stat_ssl) after each window; last round: {}.",
+        r.negotiated.join("; ")
+    );
+    if r.ratios.is_empty() {
+        return;
+    }
+    let noise = r.aa_throughput_pct.map_or_else(
+        || "no A/A control in this scenario".into(),
+        |p| format!("A/A throughput spread {p:.1}%"),
+    );
+    let _ = writeln!(
+        t,
+        "\nTLS ratios (throughput medians; a ratio closer to its goal than the A/A spread is \
+         parity within noise; {noise}):\n"
+    );
+    for x in &r.ratios {
+        let goal = x
+            .goal
+            .map_or_else(String::new, |g| format!(" (goal >= {g:.1})"));
+        let medians = match (x.status, x.met_by_medians) {
+            (Status::ParityWithinNoise, Some(m)) => {
+                format!(
+                    "; by the medians alone {}",
+                    if m { "met" } else { "not met" }
+                )
+            }
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            t,
+            "- {}{goal}: {:.2}x ({:.0}/s vs {:.0}/s) — **{}**{medians}",
+            x.what,
+            x.ratio,
+            x.numerator,
+            x.denominator,
+            x.status.label()
+        );
+    }
 }
 
 /// The hol scenario's rows: throughput, the fast ops' tail, the slow ops, dropped requests,
@@ -861,5 +1102,64 @@ mod tests {
         assert!(Figure::of([]).is_none());
         assert_eq!(thousands(1234567.4), "1,234,567");
         assert_eq!(thousands(999.0), "999");
+    }
+
+    #[test]
+    fn tls_ratios_and_noise() {
+        let sc = Scenario {
+            tag: Some("tls"),
+            workload: Workload::Point,
+            load: Load::Closed { tasks: 10 },
+            delay: Delay::Direct,
+            candidates: Vec::new(),
+        };
+        let run = |name: &str, throughput: f64| -> Rounds {
+            let m = Measurement {
+                throughput,
+                ..Measurement::default()
+            };
+            (Candidate::parse(name).unwrap(), vec![m], Vec::new())
+        };
+        let s = ScenarioResult::new(
+            &sc,
+            vec![
+                run("pgpipe-tokio-4", 100.0),
+                run("pgpipe-tokio-4-tls", 95.0),
+                run("tokio-postgres-1-tls", 50.0),
+                run("tokio-postgres-4-tls", 96.0),
+                run("tokio-postgres-4", 100.0),
+                run("pgpipe-tokio-4-tls#2", 93.0),
+            ],
+        );
+        assert_eq!(s.id, "tls-point-closed-10-direct");
+        // The A/A pair is the TLS one, not plaintext against TLS.
+        let aa = s.aa.as_ref().unwrap();
+        assert_eq!(
+            (aa.a.as_str(), aa.b.as_str()),
+            ("pgpipe-tokio-4-tls", "pgpipe-tokio-4-tls#2")
+        );
+        let r = &s.tls.as_ref().unwrap().ratios;
+        let find = |w: &str| r.iter().find(|x| x.what.starts_with(w)).unwrap();
+        let own = find("pgpipe-tokio-4-tls / pgpipe-tokio-4");
+        assert_eq!((own.goal, own.status), (Some(0.9), Status::Met));
+        assert!((own.ratio - 0.95).abs() < 1e-9);
+        // 95 vs 96 is 1% below parity, inside the 2.1% A/A spread.
+        let tpg = find("pgpipe-tokio-4-tls / tokio-postgres-4-tls");
+        assert_eq!(tpg.status, Status::ParityWithinNoise);
+        assert_eq!(tpg.met_by_medians, Some(false));
+        let ctx = find("tokio-postgres-4-tls / tokio-postgres-4");
+        assert_eq!((ctx.goal, ctx.status), (None, Status::Info));
+        // Only the copy-1 candidates are sides of a ratio.
+        assert!(r.iter().all(|x| !x.what.contains('#')));
+        assert_eq!(r.len(), 3);
+        let text = table(&s, 1);
+        assert!(text.contains("bytes/TLS record"));
+        assert!(text.contains("**parity within noise**"));
+        // Plain scenarios keep their columns.
+        let plain = ScenarioResult::new(
+            &Scenario { tag: None, ..sc },
+            vec![run("pgpipe-tokio-4", 100.0)],
+        );
+        assert!(plain.tls.is_none() && !table(&plain, 1).contains("TLS"));
     }
 }

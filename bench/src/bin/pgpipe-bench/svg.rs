@@ -405,14 +405,20 @@ pub fn bar_chart(
 }
 
 /// Whether a family is a tuned pgpipe variant (`-wN`, `-mN`): drawn dashed.
+/// A tuned variant (`-wN`, `-mN`) or a TLS one (`-tls`): drawn dashed in its family's colour.
 fn tuned(family: &str) -> bool {
-    family.contains("-w") || family.contains("-m")
+    family.contains("-w") || family.contains("-m") || family.contains("-tls")
 }
 
 fn delay_text(s: &ScenarioResult) -> String {
-    match s.delay_kind {
+    let d = match s.delay_kind {
         Delay::Direct => "direct".into(),
         Delay::Proxy(d) => format!("{} ms one-way delay", d.as_secs_f64() * 1e3),
+    };
+    if s.tls.is_some() {
+        format!("{d}, plaintext and TLS")
+    } else {
+        d
     }
 }
 
@@ -493,7 +499,7 @@ pub fn charts(s: &ScenarioResult) -> Vec<(String, String)> {
         .map(|f| Series {
             name: f.clone(),
             color: color(f),
-            // A tuned variant (-wN, -mN) in its family's colour, dashed.
+            // A tuned variant (-wN, -mN) or a TLS one in its family's colour, dashed.
             dashed: tuned(f),
             points: by_size(f, &|m| m.throughput),
         })
