@@ -5,6 +5,7 @@ pub mod encode;
 pub mod pipeline;
 pub mod startup;
 pub mod statements;
+pub(crate) mod timing;
 
 pub use pipeline::{Handler, Outcome, Pipeline, ProtocolViolation, UnitKind};
 pub use startup::{Binding, SessionInfo, Startup, Step};

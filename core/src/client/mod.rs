@@ -2,9 +2,7 @@
 //! and up to `max_connections` when slow statements or saturating server work call for more.
 
 use std::future::Future;
-use std::sync::atomic::{
-    AtomicBool, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
-};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed, Ordering::Release};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
@@ -26,12 +24,10 @@ use crate::stats::Stats;
 use crate::typeinfo::TypeCache;
 use crate::{Config, Error, Row};
 
-/// Estimated extra work ahead (ns) on the least-loaded connection beyond which routing prefers
-/// the connection with the least estimated work: roughly one statement known to be slow.
-const SLOW_AHEAD_NS: u64 = 5_000_000;
+use on_demand::{open_on_demand, spawn_connection};
 
-/// How long on-demand connections are not tried after one failed to open.
-const OPEN_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
+mod on_demand;
+mod route;
 
 /// A runtime that can run pgpipe: a [`Runtime`] that can spawn the connection task.
 /// Implemented automatically; adapters only implement `Runtime` and `Spawn`.
@@ -576,175 +572,6 @@ impl<R: Runtime> Client<R> {
             None => Ok(None),
         }
     }
-
-    /// The connection for a fast-path unit. Among the `pipeline_size` base connections: the
-    /// first idle one from a rotating start, else the least loaded by count (which keeps
-    /// uniform work evenly spread) unless that one has far more estimated work ahead than the
-    /// one with the least (a statement expected to be slow is queued there: go around it).
-    /// When even the best base connection is work-bound (its in-flight limit stopped at
-    /// `max_queue_work` of estimated server work with units still waiting), server work, not
-    /// round trips, is what limits it: an overflow connection with less work is used, and one
-    /// more is opened if the limit allows. Cheap units hit `max_in_flight` first and never
-    /// trigger this: pipelining already serves them.
-    async fn route(&self, deadline: Option<Instant>) -> Result<&Arc<ConnShared>, Error> {
-        let inner = &*self.inner;
-        let base = inner.base();
-        let start = inner.cursor.fetch_add(1, Relaxed) % base.len();
-        let Some(best) = least_loaded(base, start) else {
-            return self.fallback();
-        };
-        if inner.on_demand().is_empty() || !best.is_work_bound() {
-            return Ok(best);
-        }
-        Ok(self.overflow(best, deadline).await)
-    }
-
-    /// The base connections are work-bound: the open overflow connection with the least
-    /// estimated work if it has less than `best`; while the best choice is work-bound too, a new
-    /// one is opened (one at a time) and this unit waits for it: the work queued ahead of it
-    /// is worth more than a connect.
-    async fn overflow<'a>(
-        &'a self,
-        mut best: &'a Arc<ConnShared>,
-        deadline: Option<Instant>,
-    ) -> &'a Arc<ConnShared> {
-        let inner = &*self.inner;
-        let mut opening = false;
-        for c in inner.on_demand() {
-            if c.role() != Role::Overflow {
-                continue;
-            }
-            if c.is_open() {
-                if c.pending_cost() < best.pending_cost() {
-                    best = c;
-                }
-            } else if !c.has_exited() {
-                opening = true;
-            }
-        }
-        if !opening && best.is_work_bound() {
-            if let Some(c) = self.open_and_wait(Role::Overflow, deadline).await {
-                return c;
-            }
-        }
-        best
-    }
-
-    /// A lane for a unit estimated slow: an idle lane (lowest slot first, so the rest go idle
-    /// and retire), else a new one (awaited: a connect costs far less than the wait behind a
-    /// slow unit), else the lane with the least estimated work. `None`: no lane can be had
-    /// (every on-demand slot is an overflow connection, or opening failed and none is open).
-    async fn lane(&self, deadline: Option<Instant>) -> Option<&Arc<ConnShared>> {
-        let inner = &*self.inner;
-        let mut best: Option<&Arc<ConnShared>> = None;
-        for c in inner.on_demand() {
-            if c.role() != Role::Lane || !c.is_open() {
-                continue;
-            }
-            if c.load() == 0 {
-                return Some(c);
-            }
-            if best.is_none_or(|b| c.pending_cost() < b.pending_cost()) {
-                best = Some(c);
-            }
-        }
-        if let Some(c) = self.open_and_wait(Role::Lane, deadline).await {
-            return Some(c);
-        }
-        best
-    }
-
-    /// Opens an on-demand connection and waits until it serves; `None` if no slot is free or
-    /// it could not be opened (the server may be at its own connection limit).
-    async fn open_and_wait(
-        &self,
-        role: Role,
-        deadline: Option<Instant>,
-    ) -> Option<&Arc<ConnShared>> {
-        let rt = &self.inner.rt;
-        if crate::sched::lock(&self.inner.open_paused_until).is_some_and(|t| rt.now() < t) {
-            return None;
-        }
-        let (c, opened) = self.open_slot(role)?;
-        let ready = with_deadline(
-            rt,
-            deadline,
-            futures_lite::future::poll_fn(|cx| opened.poll_block(cx)),
-        )
-        .await;
-        match ready {
-            Ok(()) => Some(c),
-            // The caller's deadline, not the connection: it keeps opening for the next caller.
-            Err(Error::Timeout) => None,
-            Err(_) => {
-                *crate::sched::lock(&self.inner.open_paused_until) =
-                    Some(rt.now() + OPEN_RETRY_PAUSE);
-                None
-            }
-        }
-    }
-
-    /// Claims a parked on-demand slot and starts its connection task.
-    fn open_slot(&self, role: Role) -> Option<(&Arc<ConnShared>, Opened)> {
-        let inner = &*self.inner;
-        let c = inner
-            .on_demand()
-            .iter()
-            .find(|c| c.reserve(role, &inner.closing))?;
-        c.counters.inc(&c.counters.opened_on_demand);
-        Some((c, (inner.open_fn)(&inner.rt, &inner.cfg, c)))
-    }
-
-    /// No base connection is open: an open overflow connection if there is one, else why not.
-    fn fallback(&self) -> Result<&Arc<ConnShared>, Error> {
-        let inner = &*self.inner;
-        if let Some(c) = inner
-            .on_demand()
-            .iter()
-            .find(|c| c.is_open() && c.role() == Role::Overflow)
-        {
-            return Ok(c);
-        }
-        if inner.closing.load(Acquire) {
-            return Err(Error::Closed);
-        }
-        Err(Error::NoConnection {
-            reason: "every pipelined connection has failed".into(),
-        })
-    }
-}
-
-/// The least-loaded open connection of `conns` (see [`Client::route`]), scanning from `start`.
-fn least_loaded(conns: &[Arc<ConnShared>], start: usize) -> Option<&Arc<ConnShared>> {
-    let n = conns.len();
-    let mut by_count: Option<((u64, u64), &Arc<ConnShared>)> = None;
-    let mut by_cost: Option<((u64, u64), &Arc<ConnShared>)> = None;
-    for i in 0..n {
-        let c = &conns[(start + i) % n];
-        if !c.is_open() {
-            continue;
-        }
-        let load = c.load();
-        if load == 0 {
-            return Some(c);
-        }
-        let cost = c.pending_cost();
-        if by_count.is_none_or(|(k, _)| (load, cost) < k) {
-            by_count = Some(((load, cost), c));
-        }
-        if by_cost.is_none_or(|(k, _)| (cost, load) < k) {
-            by_cost = Some(((cost, load), c));
-        }
-    }
-    match (by_count, by_cost) {
-        (Some(((_, count_cost), _)), Some(((min_cost, _), k)))
-            if count_cost > min_cost + SLOW_AHEAD_NS =>
-        {
-            Some(k)
-        }
-        (Some((_, c)), _) => Some(c),
-        _ => None,
-    }
 }
 
 pub(crate) fn exactly_one(mut rows: Vec<Row>) -> Result<Row, Error> {
@@ -797,50 +624,6 @@ pub(crate) async fn with_deadline<R: Runtime, T>(
             .await
         }
     }
-}
-
-/// Starts a connection task; the returned waiter reports when it is serving (or why not).
-fn spawn_connection<R: Adapter>(
-    rt: &R,
-    cfg: &Arc<Endpoint>,
-    exclusive: bool,
-    costs: &Arc<CostTable>,
-    types: &Arc<TypeCache>,
-) -> (Arc<ConnShared>, Arc<Waiter<Result<(), Error>>>) {
-    let shared = Arc::new(ConnShared::new(
-        cfg.mailbox_size,
-        cfg.statement_cache_size,
-        costs.clone(),
-        types.clone(),
-    ));
-    let opened = start_task(rt, cfg, &shared, exclusive);
-    (shared, opened)
-}
-
-fn start_task<R: Adapter>(
-    rt: &R,
-    cfg: &Arc<Endpoint>,
-    shared: &Arc<ConnShared>,
-    exclusive: bool,
-) -> Arc<Waiter<Result<(), Error>>> {
-    let opened = Arc::new(Waiter::new());
-    rt.spawn(ConnTask::new(
-        rt.clone(),
-        cfg.clone(),
-        shared.clone(),
-        exclusive,
-        opened.clone(),
-    ));
-    opened
-}
-
-/// [`OpenFn`]: an on-demand pipelined connection on a claimed slot.
-fn open_on_demand<R: Adapter>(
-    rt: &R,
-    cfg: &Arc<Endpoint>,
-    shared: &Arc<ConnShared>,
-) -> Arc<Waiter<Result<(), Error>>> {
-    start_task(rt, cfg, shared, false)
 }
 
 /// The server's errors for a prepared statement that a schema change invalidated: its types

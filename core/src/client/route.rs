@@ -1,0 +1,146 @@
+//! Routing: which connection a shared-path unit goes to. Least-loaded by count, around a
+//! connection with a known slow statement ahead; overflow connections when server work, not
+//! round trips, saturates the base ones; lanes for statements estimated slow.
+
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::Client;
+use crate::driver::shared::{ConnShared, Role};
+use crate::rt::Runtime;
+use crate::Error;
+
+/// Estimated extra work ahead (ns) on the least-loaded connection beyond which routing prefers
+/// the connection with the least estimated work: roughly one statement known to be slow.
+pub(super) const SLOW_AHEAD_NS: u64 = 5_000_000;
+
+/// The least-loaded open connection of `conns` (see [`Client::route`]), scanning from `start`.
+pub(super) fn least_loaded(conns: &[Arc<ConnShared>], start: usize) -> Option<&Arc<ConnShared>> {
+    let n = conns.len();
+    let mut by_count: Option<((u64, u64), &Arc<ConnShared>)> = None;
+    let mut by_cost: Option<((u64, u64), &Arc<ConnShared>)> = None;
+    for i in 0..n {
+        let c = &conns[(start + i) % n];
+        if !c.is_open() {
+            continue;
+        }
+        let load = c.load();
+        if load == 0 {
+            return Some(c);
+        }
+        let cost = c.pending_cost();
+        if by_count.is_none_or(|(k, _)| (load, cost) < k) {
+            by_count = Some(((load, cost), c));
+        }
+        if by_cost.is_none_or(|(k, _)| (cost, load) < k) {
+            by_cost = Some(((cost, load), c));
+        }
+    }
+    match (by_count, by_cost) {
+        (Some(((_, count_cost), _)), Some(((min_cost, _), k)))
+            if count_cost > min_cost + SLOW_AHEAD_NS =>
+        {
+            Some(k)
+        }
+        (Some((_, c)), _) => Some(c),
+        _ => None,
+    }
+}
+
+impl<R: Runtime> Client<R> {
+    /// The connection for a fast-path unit. Among the `pipeline_size` base connections: the
+    /// first idle one from a rotating start, else the least loaded by count (which keeps
+    /// uniform work evenly spread) unless that one has far more estimated work ahead than the
+    /// one with the least (a statement expected to be slow is queued there: go around it).
+    /// When even the best base connection is work-bound (its in-flight limit stopped at
+    /// `max_queue_work` of estimated server work with units still waiting), server work, not
+    /// round trips, is what limits it: an overflow connection with less work is used, and one
+    /// more is opened if the limit allows. Cheap units hit `max_in_flight` first and never
+    /// trigger this: pipelining already serves them.
+    pub(super) async fn route(&self, deadline: Option<Instant>) -> Result<&Arc<ConnShared>, Error> {
+        let inner = &*self.inner;
+        let base = inner.base();
+        let start = inner.cursor.fetch_add(1, Relaxed) % base.len();
+        let Some(best) = least_loaded(base, start) else {
+            return self.fallback();
+        };
+        if inner.on_demand().is_empty() || !best.is_work_bound() {
+            return Ok(best);
+        }
+        Ok(self.overflow(best, deadline).await)
+    }
+
+    /// The base connections are work-bound: the open overflow connection with the least
+    /// estimated work if it has less than `best`; while the best choice is work-bound too, a new
+    /// one is opened (one at a time) and this unit waits for it: the work queued ahead of it
+    /// is worth more than a connect.
+    pub(super) async fn overflow<'a>(
+        &'a self,
+        mut best: &'a Arc<ConnShared>,
+        deadline: Option<Instant>,
+    ) -> &'a Arc<ConnShared> {
+        let inner = &*self.inner;
+        let mut opening = false;
+        for c in inner.on_demand() {
+            if c.role() != Role::Overflow {
+                continue;
+            }
+            if c.is_open() {
+                if c.pending_cost() < best.pending_cost() {
+                    best = c;
+                }
+            } else if !c.has_exited() {
+                opening = true;
+            }
+        }
+        if !opening && best.is_work_bound() {
+            if let Some(c) = self.open_and_wait(Role::Overflow, deadline).await {
+                return c;
+            }
+        }
+        best
+    }
+
+    /// A lane for a unit estimated slow: an idle lane (lowest slot first, so the rest go idle
+    /// and retire), else a new one (awaited: a connect costs far less than the wait behind a
+    /// slow unit), else the lane with the least estimated work. `None`: no lane can be had
+    /// (every on-demand slot is an overflow connection, or opening failed and none is open).
+    pub(super) async fn lane(&self, deadline: Option<Instant>) -> Option<&Arc<ConnShared>> {
+        let inner = &*self.inner;
+        let mut best: Option<&Arc<ConnShared>> = None;
+        for c in inner.on_demand() {
+            if c.role() != Role::Lane || !c.is_open() {
+                continue;
+            }
+            if c.load() == 0 {
+                return Some(c);
+            }
+            if best.is_none_or(|b| c.pending_cost() < b.pending_cost()) {
+                best = Some(c);
+            }
+        }
+        if let Some(c) = self.open_and_wait(Role::Lane, deadline).await {
+            return Some(c);
+        }
+        best
+    }
+
+    /// No base connection is open: an open overflow connection if there is one, else why not.
+    pub(super) fn fallback(&self) -> Result<&Arc<ConnShared>, Error> {
+        let inner = &*self.inner;
+        if let Some(c) = inner
+            .on_demand()
+            .iter()
+            .find(|c| c.is_open() && c.role() == Role::Overflow)
+        {
+            return Ok(c);
+        }
+        if inner.closing.load(Acquire) {
+            return Err(Error::Closed);
+        }
+        Err(Error::NoConnection {
+            reason: "every pipelined connection has failed".into(),
+        })
+    }
+}

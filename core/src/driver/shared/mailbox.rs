@@ -1,0 +1,376 @@
+//! The mailbox: callers encode units straight into the connection's shared buffer under its
+//! lock, with FIFO backpressure (a full mailbox queues callers in order and grants freed slots
+//! to them, so a newcomer cannot barge), and one wakeup of the task per burst.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::{Arc, Mutex};
+use std::task::Waker;
+
+use bytes::Bytes;
+use postgres_types::Type;
+
+use super::{status_check, ConnShared, QueryWaiter, Queued, State, Statement, Token};
+use crate::proto::{encode, UnitKind};
+use crate::sched::{lock, DeferredWakes};
+use crate::Error;
+
+impl ConnShared {
+    /// Queues `ROLLBACK` without waiting (a dropped transaction handle), and remembers that
+    /// it ends whatever transaction the units before it leave open.
+    pub(crate) fn submit_rollback_now(&self) -> Result<Arc<QueryWaiter>, Error> {
+        let w = self.submit_simple_now("ROLLBACK")?;
+        self.rollback_mark.store(self.pushed.load(Relaxed), Relaxed);
+        Ok(w)
+    }
+
+    /// Queues a simple-protocol unit without waiting (exclusive connections: resets and
+    /// `batch_execute`, where one holder cannot overrun the mailbox by much).
+    pub(crate) fn submit_simple_now(&self, sql: &str) -> Result<Arc<QueryWaiter>, Error> {
+        let mut st = lock(&self.state);
+        status_check(&st.status)?;
+        let start = st.committed;
+        st.buf.truncate(start);
+        encode::simple(sql, &mut st.buf)?;
+        let waiter = Arc::new(QueryWaiter::new());
+        let waker = self.push_locked(
+            &mut st,
+            start,
+            Token::Query(waiter.clone()),
+            UnitKind::Simple,
+            false,
+        );
+        drop(st);
+        if let Some(w) = waker {
+            w.wake();
+        }
+        Ok(waiter)
+    }
+
+    /// Encodes an execute unit for `stmt` into the mailbox, waiting for room if it is full.
+    /// Returns `Ok(None)` if the statement was evicted meanwhile (the caller re-prepares).
+    pub(crate) async fn submit_execute(
+        &self,
+        stmt: &Arc<Statement>,
+        params: encode::Params<'_>,
+    ) -> Result<Option<Arc<QueryWaiter>>, Error> {
+        self.with_room(|st| {
+            if !stmt.is_live() {
+                return Ok(None);
+            }
+            let start = st.committed;
+            st.buf.truncate(start);
+            encode::execute(&stmt.name, stmt.params(), params, &mut st.buf)?;
+            let waiter = Arc::new(QueryWaiter::new());
+            let kind = UnitKind::Execute(stmt.columns().clone());
+            let token = Token::Query(waiter.clone());
+            let waker = self.push_costed(st, start, token, kind, false, Some(stmt.clone()));
+            Ok(Some((waiter, waker)))
+        })
+        .await
+        .map(|r| r.map(wake_and_return))
+    }
+
+    /// Encodes a streaming execute unit for `stmt` (rows go to `sink` as they arrive), waiting
+    /// for room. `Ok(false)`: the statement was evicted meanwhile (the caller re-prepares).
+    pub(crate) async fn submit_stream(
+        &self,
+        stmt: &Arc<Statement>,
+        params: encode::Params<'_>,
+        sink: &Arc<crate::stream::RowSink>,
+    ) -> Result<bool, Error> {
+        let r = self
+            .with_room(|st| {
+                if !stmt.is_live() {
+                    return Ok(None);
+                }
+                let start = st.committed;
+                st.buf.truncate(start);
+                encode::execute(&stmt.name, stmt.params(), params, &mut st.buf)?;
+                let kind = UnitKind::Stream(stmt.columns().clone());
+                let token = Token::Stream(sink.clone());
+                let waker = self.push_costed(st, start, token, kind, false, Some(stmt.clone()));
+                Ok(Some(waker))
+            })
+            .await?;
+        Ok(match r {
+            Some(waker) => {
+                if let Some(w) = waker {
+                    w.wake();
+                }
+                true
+            }
+            None => false,
+        })
+    }
+
+    /// Queues a COPY statement (simple protocol) as a unit of `kind`, waiting for room.
+    pub(crate) async fn submit_copy(
+        &self,
+        sql: &str,
+        kind: UnitKind,
+        token: Token,
+    ) -> Result<(), Error> {
+        let mut token = Some(token);
+        let waker = self
+            .with_room(|st| {
+                let start = st.committed;
+                st.buf.truncate(start);
+                encode::simple(sql, &mut st.buf)?;
+                let token = token
+                    .take()
+                    .ok_or_else(|| Error::Protocol("COPY queued twice".into()))?;
+                Ok(self.push_locked(st, start, token, kind.clone(), false))
+            })
+            .await?;
+        if let Some(w) = waker {
+            w.wake();
+        }
+        Ok(())
+    }
+
+    /// Queues COPY data (whole frontend messages) behind the COPY unit, waiting for room.
+    pub(crate) async fn submit_data(&self, data: Bytes) -> Result<(), Error> {
+        let waker = self
+            .with_room(|st| {
+                let start = st.committed;
+                st.buf.truncate(start);
+                st.buf.extend_from_slice(&data);
+                Ok(self.push_locked(st, start, Token::Data, UnitKind::Data, false))
+            })
+            .await?;
+        if let Some(w) = waker {
+            w.wake();
+        }
+        Ok(())
+    }
+
+    /// [`ConnShared::submit_data`] without waiting for room (abandoning a COPY from `Drop`).
+    pub(crate) fn submit_data_now(&self, data: Bytes) {
+        let mut st = lock(&self.state);
+        if status_check(&st.status).is_err() {
+            return;
+        }
+        let start = st.committed;
+        st.buf.truncate(start);
+        st.buf.extend_from_slice(&data);
+        let waker = self.push_locked(&mut st, start, Token::Data, UnitKind::Data, false);
+        drop(st);
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// Encodes a typed unit into the mailbox (no statement cache), waiting for room.
+    pub(crate) async fn submit_typed(
+        &self,
+        sql: &str,
+        params: &[(&(dyn postgres_types::ToSql + Sync), Type)],
+    ) -> Result<Arc<QueryWaiter>, Error> {
+        self.with_room(|st| {
+            let start = st.committed;
+            st.buf.truncate(start);
+            encode::typed(sql, params, &mut st.buf)?;
+            let waiter = Arc::new(QueryWaiter::new());
+            let waker = self.push_locked(
+                st,
+                start,
+                Token::Query(waiter.clone()),
+                UnitKind::Typed,
+                false,
+            );
+            Ok((waiter, waker))
+        })
+        .await
+        .map(wake_and_return)
+    }
+
+    /// Runs `f` under the state lock once the mailbox has room for one more unit.
+    ///
+    /// Backpressure is FIFO: a caller that finds the mailbox full, or other callers already
+    /// waiting, queues behind them; the task grants freed slots to waiters in order and
+    /// reserves them, so a newcomer cannot take a slot from someone who waited for it.
+    pub(super) async fn with_room<T>(
+        &self,
+        mut f: impl FnMut(&mut State) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let mut ticket: Option<Ticket<'_>> = None;
+        loop {
+            {
+                let mut st = lock(&self.state);
+                status_check(&st.status)?;
+                let may_go = match &ticket {
+                    Some(t) => t.slot.granted.load(Relaxed),
+                    None => {
+                        st.space_waiters.is_empty()
+                            && st.queue.len() + st.reserved < self.mailbox_size
+                    }
+                };
+                if may_go {
+                    if let Some(t) = &mut ticket {
+                        // Consume the reservation: the unit pushed below takes its place.
+                        st.reserved -= 1;
+                        t.consumed = true;
+                    }
+                    let r = f(&mut st);
+                    // If `f` pushed nothing (bad input, evicted statement), the slot is free
+                    // again: pass it on rather than wait for the next tick.
+                    let mut wakes = DeferredWakes::default();
+                    if !st.space_waiters.is_empty() {
+                        self.grant_room(&mut st, &mut wakes);
+                    }
+                    drop(st);
+                    wakes.wake_all();
+                    return r;
+                }
+                ticket.get_or_insert_with(|| {
+                    let slot = Arc::new(SpaceWaiter::default());
+                    st.space_waiters.push_back(slot.clone());
+                    Ticket {
+                        conn: self,
+                        slot,
+                        consumed: false,
+                    }
+                });
+            }
+            let slot = ticket.as_ref().map(|t| t.slot.clone());
+            if let Some(slot) = slot {
+                futures_lite::future::poll_fn(|cx| slot.poll_granted(cx)).await;
+            }
+        }
+    }
+
+    /// Grants freed mailbox slots to waiting callers, oldest first (called by the task with the
+    /// state lock held; the wakeups go to `wakes`, woken after the tick).
+    pub(crate) fn grant_room(&self, st: &mut State, wakes: &mut DeferredWakes) {
+        while st.queue.len() + st.reserved < self.mailbox_size {
+            let Some(w) = st.space_waiters.pop_front() else {
+                break;
+            };
+            st.reserved += 1;
+            w.grant(wakes);
+        }
+    }
+
+    /// Wakes every waiting caller so it sees a changed status (closing, dead).
+    pub(crate) fn wake_waiters(&self, st: &mut State, wakes: &mut DeferredWakes) {
+        for w in st.space_waiters.drain(..) {
+            w.wake(wakes);
+        }
+    }
+
+    /// Commits the unit encoded at `buf[start..]` to the mailbox. Returns the task's waker if
+    /// this submission is the first since the task last looked (one wakeup per burst).
+    pub(super) fn push_locked(
+        &self,
+        st: &mut State,
+        start: usize,
+        token: Token,
+        kind: UnitKind,
+        closes: bool,
+    ) -> Option<Waker> {
+        self.push_costed(st, start, token, kind, closes, None)
+    }
+
+    /// [`ConnShared::push_locked`] for an execution of `stmt`: its estimate counts as pending work
+    /// on this connection until it completes (cost-aware routing reads the sum).
+    pub(super) fn push_costed(
+        &self,
+        st: &mut State,
+        start: usize,
+        token: Token,
+        kind: UnitKind,
+        closes: bool,
+        stmt: Option<Arc<Statement>>,
+    ) -> Option<Waker> {
+        let len = st.buf.len() - start;
+        st.committed = st.buf.len();
+        let cost = stmt.as_ref().map_or(0, |s| s.estimate_ns());
+        self.counters.est_pending_ns.fetch_add(cost, Relaxed);
+        st.queue.push_back(Queued {
+            len,
+            token,
+            kind,
+            closes,
+            cost,
+            stmt,
+        });
+        self.pushed.fetch_add(1, Relaxed);
+        let q = self.counters.queued.fetch_add(1, Relaxed) + 1;
+        self.counters.queued_peak.fetch_max(q, Relaxed);
+        if st.wake_pending {
+            None
+        } else {
+            st.wake_pending = true;
+            st.task_waker.take()
+        }
+    }
+}
+
+fn wake_and_return(r: (Arc<QueryWaiter>, Option<Waker>)) -> Arc<QueryWaiter> {
+    if let Some(w) = r.1 {
+        w.wake();
+    }
+    r.0
+}
+
+/// A caller waiting for mailbox room.
+#[derive(Default)]
+pub(crate) struct SpaceWaiter {
+    granted: AtomicBool,
+    woken: AtomicBool,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl SpaceWaiter {
+    fn grant(&self, wakes: &mut DeferredWakes) {
+        self.granted.store(true, Relaxed);
+        self.wake(wakes);
+    }
+
+    fn wake(&self, wakes: &mut DeferredWakes) {
+        self.woken.store(true, Release);
+        if let Some(w) = lock(&self.waker).take() {
+            wakes.push(w);
+        }
+    }
+
+    fn poll_granted(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.woken.swap(false, Acquire) {
+            return std::task::Poll::Ready(());
+        }
+        *lock(&self.waker) = Some(cx.waker().clone());
+        // Re-check: a wake between the swap and storing the waker must not be lost.
+        if self.woken.swap(false, Acquire) {
+            return std::task::Poll::Ready(());
+        }
+        std::task::Poll::Pending
+    }
+}
+
+/// A caller's place in the backpressure queue. Dropping it (the caller gave up, or got its
+/// slot) leaves the queue; an unused reservation passes to the next waiter.
+struct Ticket<'a> {
+    conn: &'a ConnShared,
+    slot: Arc<SpaceWaiter>,
+    consumed: bool,
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        if self.consumed {
+            return;
+        }
+        let mut wakes = DeferredWakes::default();
+        {
+            let mut st = lock(&self.conn.state);
+            if self.slot.granted.load(Relaxed) {
+                st.reserved -= 1;
+                self.conn.grant_room(&mut st, &mut wakes);
+            } else {
+                st.space_waiters.retain(|w| !Arc::ptr_eq(w, &self.slot));
+            }
+        }
+        wakes.wake_all();
+    }
+}

@@ -1,0 +1,241 @@
+//! What a drain finds, delivered: each completed unit's outcome to its caller (and its share of
+//! the drain's time to the estimator), server notices to the connection's state, and each lost
+//! unit's error when the connection dies.
+
+use std::sync::atomic::Ordering::{Relaxed, Release};
+use std::sync::Arc;
+use std::time::Instant;
+
+use postgres_types::Type;
+
+use super::Sent;
+use crate::driver::shared::{
+    ConnShared, Notification, PrepareError, QueryResult, Statement, Token, DEFAULT_COST_NS,
+    NOTIFICATION_BACKLOG,
+};
+use crate::proto::timing::Estimator;
+use crate::proto::{Handler, Outcome, SessionInfo};
+use crate::row::Column;
+use crate::sched::{lock, DeferredWakes};
+use crate::{DbError, Error};
+
+fn sub_saturating(c: &std::sync::atomic::AtomicU64, v: u64) {
+    let _ = c.fetch_update(Relaxed, Relaxed, |x| Some(x.saturating_sub(v)));
+}
+
+/// Fails one unit of a connection that died: `dispatched` says whether any of its bytes were
+/// written (outcome unknown) or none were (safe to send elsewhere).
+pub(super) fn fail(
+    shared: &ConnShared,
+    token: Token,
+    cost: u64,
+    reason: &Arc<str>,
+    dispatched: bool,
+    wakes: &mut DeferredWakes,
+) {
+    let c = &shared.counters;
+    sub_saturating(&c.est_pending_ns, cost);
+    match token {
+        Token::Query(w) => w.unblock(Err(lost(c, reason, dispatched)), wakes),
+        Token::Prepare(p) => {
+            let err = if dispatched {
+                PrepareError::Indeterminate(reason.clone())
+            } else {
+                PrepareError::NotDispatched(reason.clone())
+            };
+            shared.finish_prepare(&p, Err(err), wakes);
+        }
+        Token::Stream(sink) => sink.finish(Err(lost(c, reason, dispatched)), wakes),
+        Token::CopyOut(sink) => sink.finish(Err(lost(c, reason, dispatched)), wakes),
+        Token::CopyIn(copy) => copy.finish(Err(lost(c, reason, dispatched)), wakes),
+        Token::Data => {}
+    }
+}
+
+/// The error of a unit whose connection died: never sent, or outcome unknown.
+fn lost(c: &crate::stats::Counters, reason: &Arc<str>, dispatched: bool) -> Error {
+    if dispatched {
+        c.inc(&c.errors_indeterminate);
+        Error::Indeterminate {
+            reason: reason.clone(),
+        }
+    } else {
+        c.inc(&c.errors_not_dispatched);
+        Error::NotDispatched {
+            reason: reason.clone(),
+        }
+    }
+}
+
+/// A COPY unit's end: the rows copied, or why not.
+fn copy_end(outcome: Outcome) -> Result<u64, Error> {
+    match outcome {
+        Outcome::Rows { affected, .. } => Ok(affected),
+        Outcome::Failed(e) => Err(Error::from(e)),
+        Outcome::Prepared { .. } => Err(Error::Protocol("prepare result for a COPY".into())),
+    }
+}
+
+/// Applies the pipeline's findings to callers and connection state, inside the drain.
+pub(super) struct Completer<'a> {
+    pub(super) shared: &'a ConnShared,
+    pub(super) wakes: &'a mut DeferredWakes,
+    pub(super) fatal: &'a mut Option<DbError>,
+    pub(super) session: &'a mut SessionInfo,
+    pub(super) exclusive: bool,
+    pub(super) leaked: Option<String>,
+    /// When this drain's bytes were read.
+    pub(super) now: Instant,
+    pub(super) est: &'a mut Estimator<Arc<Statement>>,
+}
+
+impl Handler<Sent> for Completer<'_> {
+    fn unit_done(&mut self, sent: Sent, outcome: Outcome) {
+        let c = &self.shared.counters;
+        c.inc(&c.units_completed);
+        sub_saturating(&c.est_pending_ns, sent.cost);
+        // Every unit takes its share of the span (failed ones and prepares too), but only a
+        // successful execution updates its statement's estimate.
+        let est = sent
+            .stmt
+            .as_ref()
+            .map_or(DEFAULT_COST_NS, |s| s.estimate_ns());
+        let failed = matches!(outcome, Outcome::Failed(_));
+        let stmt = sent.stmt.filter(|_| !failed);
+        self.est
+            .unit_done(self.now, sent.sent_at, sent.cost, stmt, est);
+        if failed {
+            c.inc(&c.errors_db);
+        }
+        match sent.token {
+            Token::Query(w) => {
+                let r = match outcome {
+                    Outcome::Rows {
+                        rows,
+                        affected,
+                        verb,
+                    } => Ok(QueryResult {
+                        rows,
+                        affected,
+                        verb,
+                    }),
+                    Outcome::Failed(e) => Err(Error::from(e)),
+                    Outcome::Prepared { .. } => {
+                        Err(Error::Protocol("prepare result for a query unit".into()))
+                    }
+                };
+                w.unblock(r, self.wakes);
+            }
+            Token::Prepare(p) => {
+                let r = match outcome {
+                    Outcome::Prepared { params, columns } => Ok((params, columns)),
+                    Outcome::Failed(e) => Err(PrepareError::Db(Arc::new(e))),
+                    Outcome::Rows { .. } => {
+                        Ok((Vec::<Type>::new(), Arc::<[Column]>::from(Vec::new())))
+                    }
+                };
+                self.shared.finish_prepare(&p, r, self.wakes);
+            }
+            Token::Stream(sink) => {
+                let end = match outcome {
+                    Outcome::Rows { affected, .. } => Ok(affected),
+                    Outcome::Failed(e) => Err(Error::from(e)),
+                    Outcome::Prepared { .. } => Err(Error::Protocol(
+                        "prepare result for a streaming unit".into(),
+                    )),
+                };
+                sink.finish(end, self.wakes);
+            }
+            Token::CopyOut(sink) => sink.finish(copy_end(outcome), self.wakes),
+            Token::CopyIn(copy) => copy.finish(copy_end(outcome), self.wakes),
+            Token::Data => {}
+        }
+    }
+
+    fn has_room(&mut self, sent: &Sent) -> bool {
+        match &sent.token {
+            Token::Stream(sink) => sink.has_room(),
+            Token::CopyOut(sink) => sink.has_room(),
+            _ => true,
+        }
+    }
+
+    fn stream_row(&mut self, sent: &Sent, row: crate::Row) {
+        if let Token::Stream(sink) = &sent.token {
+            sink.push(row, self.wakes);
+        }
+    }
+
+    fn copy_data(&mut self, sent: &Sent, data: bytes::Bytes) {
+        if let Token::CopyOut(sink) = &sent.token {
+            sink.push(data, self.wakes);
+        }
+    }
+
+    fn copy_in_ready(&mut self, sent: &Sent) {
+        if let Token::CopyIn(copy) = &sent.token {
+            copy.ready(self.wakes);
+        }
+    }
+
+    fn ready(&mut self, status: u8) {
+        // The status first: a count that includes this ReadyForQuery implies its status
+        // (`ConnShared::settled_tx_status`).
+        self.shared.tx_status.store(status, Relaxed);
+        let c = &self.shared.counters;
+        c.ready_received.fetch_add(1, Release);
+        if self.exclusive {
+            return;
+        }
+        // Backstop: a shared connection must be idle between units. A transaction left open
+        // would capture other callers' statements.
+        if status != b'I' && self.leaked.is_none() {
+            self.leaked = Some(format!(
+                "a unit left the shared connection in transaction state {:?}; connection taken out of service",
+                status as char
+            ));
+        }
+    }
+
+    fn parameter_status(&mut self, name: &str, value: &str) {
+        let changed = match self.session.parameters.iter_mut().find(|(k, _)| k == name) {
+            Some((_, v)) if v == value => false,
+            Some((_, v)) => {
+                *v = value.to_owned();
+                true
+            }
+            None => {
+                self.session
+                    .parameters
+                    .push((name.to_owned(), value.to_owned()));
+                true
+            }
+        };
+        // Backstop: on a shared connection nothing may change session parameters.
+        if changed && !self.exclusive && self.leaked.is_none() {
+            self.leaked = Some(format!(
+                "session parameter {name} changed on a shared connection; connection taken out of service"
+            ));
+        }
+    }
+
+    fn fatal(&mut self, error: &DbError) {
+        *self.fatal = Some(error.clone());
+    }
+
+    fn notification(&mut self, pid: i32, channel: &str, payload: &str) {
+        let mut q = lock(&self.shared.notifications);
+        if q.items.len() >= NOTIFICATION_BACKLOG {
+            q.items.pop_front();
+            q.dropped += 1;
+        }
+        q.items.push_back(Notification {
+            process_id: pid,
+            channel: channel.to_owned(),
+            payload: payload.to_owned(),
+        });
+        if let Some(w) = q.waker.take() {
+            self.wakes.push(w);
+        }
+    }
+}

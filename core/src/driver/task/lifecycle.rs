@@ -1,0 +1,280 @@
+//! The connection's life around the ticks: opening and the first connect's outcome, backoff
+//! and reconnects, idle retirement, the bounded cancel of abandoned work, graceful close, and
+//! death (every unit failed with the error that says whether it was sent).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use super::{fail, ConnTask, Phase, Sent};
+use crate::driver::cancel::{Cancel, CANCEL_BOUND};
+use crate::driver::shared::{Status, RETIRED};
+use crate::proto::SessionInfo;
+use crate::rt::Runtime;
+use crate::sched::lock;
+use crate::Error;
+
+impl<R: Runtime> ConnTask<R> {
+    /// Polls the opening phase. `Ready(Ok)` once the connection is serving.
+    pub(super) fn poll_open(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        let Phase::Opening(opening) = &mut self.phase else {
+            return Poll::Ready(Ok(()));
+        };
+        let (transport, info) = match opening.poll(cx, &self.rt, &self.cfg) {
+            Poll::Ready(Ok(done)) => done,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
+        };
+        check_session(&info)?;
+        if transport.is_tls() {
+            let c = &self.shared.counters;
+            c.inc(&c.tls_handshakes);
+        }
+        self.socket = Some(transport);
+        self.rbuf.clear();
+        self.session = info;
+        self.phase = Phase::Running;
+        Poll::Ready(Ok(()))
+    }
+
+    /// The connect or handshake failed: tell the opener (first connect), or back off and retry.
+    pub(super) fn open_failed(&mut self, e: Error) -> Poll<()> {
+        self.socket = None;
+        if let Some(opened) = self.opened.take() {
+            opened.unblock(Err(e), &mut self.wakes);
+            return self.finish(Status::Dead("connection could not be opened".into()));
+        }
+        let c = &self.shared.counters;
+        c.inc(&c.errors_connection);
+        let delay = self.backoff.after_failure(matches!(e, Error::Auth(_)));
+        self.lock_status(Status::Dead(format!("reconnecting: {e}").into()));
+        self.back_off(delay)
+    }
+
+    pub(super) fn back_off(&mut self, delay: Duration) -> Poll<()> {
+        self.phase = Phase::Backoff(self.rt.sleep_until(self.rt.now() + delay));
+        Poll::Pending
+    }
+
+    pub(super) fn lock_status(&self, status: Status) {
+        self.shared
+            .set_status(&mut lock(&self.shared.state), status);
+    }
+
+    /// Whether the service asked this connection to close (or abort).
+    pub(super) fn closing(&self, cx: &mut Context<'_>) -> bool {
+        let mut st = lock(&self.shared.state);
+        match &st.task_waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => st.task_waker = Some(cx.waker().clone()),
+        }
+        matches!(st.status, Status::Closing | Status::Closed)
+            || self.shared.abort_flag.load(Relaxed)
+    }
+
+    /// The connection is ready: serve.
+    pub(super) fn opened_ok(&mut self) {
+        self.backoff.reset();
+        self.fatal = None;
+        self.pumped = 0;
+        self.written = 0;
+        self.wbuf.clear();
+        self.terminating = false;
+        match self.opened.take() {
+            Some(w) => w.unblock(Ok(()), &mut self.wakes),
+            None => {
+                let c = &self.shared.counters;
+                c.inc(&c.reconnects);
+            }
+        }
+        // A reconnect must not resurrect a connection the service is closing.
+        let mut st = lock(&self.shared.state);
+        if matches!(st.status, Status::Dead(_)) {
+            self.shared.set_status(&mut st, Status::Open);
+        }
+    }
+
+    /// Cancels the work its released holder left running (see `driver/cancel.rs`); `Err`
+    /// when that work outlived the bound and the connection must go.
+    pub(super) fn cancel_abandoned(&mut self, cx: &mut Context<'_>) -> Result<(), String> {
+        if self.shared.cancel_abandoned.swap(false, Relaxed)
+            && !self.pipeline.is_empty()
+            && self.cancel_bound.is_none()
+        {
+            let until = self.pipeline.ready_seen() + self.pipeline.len() as u64;
+            let deadline = self.rt.sleep_until(self.rt.now() + CANCEL_BOUND);
+            self.cancel_bound = Some((until, deadline));
+            if let Some(key) = self.session.backend_key {
+                self.cancel = Cancel::start(&self.rt, &self.cfg.target, key, &self.cfg.cancels);
+            }
+        }
+        // Finished before the request went out: no need to send it. Once sent, it is driven
+        // to the server's acknowledgement whatever the work does (`pump` holds the queue
+        // meanwhile).
+        if self.pipeline.ready_seen() >= self.cancel_bound.as_ref().map_or(0, |b| b.0)
+            && self.cancel.as_ref().is_some_and(|c| !c.sent())
+        {
+            self.cancel = None;
+        }
+        if let Some(cancel) = &mut self.cancel {
+            if cancel.poll(cx).is_ready() {
+                self.cancel = None;
+            }
+        }
+        if let Some((until, deadline)) = &mut self.cancel_bound {
+            if self.pipeline.ready_seen() >= *until {
+                self.cancel_bound = None;
+            } else if Pin::new(deadline).poll(cx).is_ready() {
+                return Err(format!(
+                    "statements abandoned by a released session still ran {CANCEL_BOUND:?} \
+                     after their cancel; connection closed"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Graceful end: everything accepted has completed; say Terminate and close the socket.
+    pub(super) fn close(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.terminating {
+            self.terminating = true;
+            postgres_protocol::message::frontend::terminate(&mut self.wbuf);
+        }
+        if self.write(cx).is_err() {
+            return self.finish(self.closed_status());
+        }
+        if !self.wbuf.is_empty() {
+            return Poll::Pending;
+        }
+        match self.socket.as_mut().map(|s| s.poll_close(cx)) {
+            Some(Poll::Pending) => Poll::Pending,
+            _ => self.finish(self.closed_status()),
+        }
+    }
+
+    /// How a graceful close ends: a retired connection's slot stays available to the service
+    /// (a caller that still reaches it is retried elsewhere); otherwise the service is closing.
+    pub(super) fn closed_status(&self) -> Status {
+        match lock(&self.shared.state).status {
+            Status::Retiring => Status::Dead(RETIRED.into()),
+            _ => Status::Closed,
+        }
+    }
+
+    /// Retires an on-demand connection that has had nothing to do for `idle_timeout`; arms a
+    /// timer for that moment otherwise. `true`: it stopped accepting work and should close.
+    pub(super) fn retire_if_idle(&mut self, cx: &mut Context<'_>) -> bool {
+        if !self.pipeline.is_empty() {
+            self.idle_timer = None;
+            return false;
+        }
+        loop {
+            let due = self.est.idle_due(self.last_active, self.cfg.idle_timeout);
+            if self.rt.now() >= due {
+                break;
+            }
+            let timer = match &mut self.idle_timer {
+                Some((at, t)) if *at == due => t,
+                slot => &mut slot.insert((due, self.rt.sleep_until(due))).1,
+            };
+            if Pin::new(timer).poll(cx).is_pending() {
+                return false;
+            }
+        }
+        self.idle_timer = None;
+        let mut st = lock(&self.shared.state);
+        // Under the lock, so no caller can slip a unit in between the check and the status.
+        let unused = st.queue.is_empty() && st.space_waiters.is_empty() && st.reserved == 0;
+        if !unused || !matches!(st.status, Status::Open) {
+            return false;
+        }
+        self.shared.set_status(&mut st, Status::Retiring);
+        let c = &self.shared.counters;
+        c.inc(&c.retired_idle);
+        true
+    }
+
+    /// Fails every unit: sent ones as `Indeterminate`, never-sent ones as `NotDispatched`.
+    /// A shared connection then reconnects with backoff unless the service is closing.
+    pub(super) fn die(&mut self, reason: String) -> Poll<()> {
+        let reason: Arc<str> = reason.into();
+        let c = &self.shared.counters;
+        c.inc(&c.errors_connection);
+        self.fail_all(&reason);
+        self.socket = None;
+        self.rbuf.clear();
+        self.wbuf.clear();
+        // On-demand connections are not reconnected: the service opens one again when needed.
+        let stopping = self.shared.abort_flag.load(Relaxed) || self.exclusive || self.on_demand();
+        if stopping {
+            return self.finish(Status::Dead(reason));
+        }
+        let delay = self.backoff.after_failure(false);
+        self.back_off(delay)
+    }
+
+    /// Marks the connection dead and fails every unit it holds: sent ones as `Indeterminate`
+    /// (unless none of their bytes were written), queued ones as `NotDispatched`.
+    pub(super) fn fail_all(&mut self, reason: &Arc<str>) {
+        let queued = {
+            let mut st = lock(&self.shared.state);
+            self.shared
+                .set_status(&mut st, Status::Dead(reason.clone()));
+            st.buf.clear();
+            st.committed = 0;
+            // Statements die with their connection: a caller still holding one must prepare
+            // again on the next backend. Pending prepares are failed below.
+            st.forget_statements();
+            // Callers waiting for room see the connection is gone (and go elsewhere).
+            self.shared.wake_waiters(&mut st, &mut self.wakes);
+            std::mem::take(&mut st.queue)
+        };
+        let c = &self.shared.counters;
+        c.queued.fetch_sub(queued.len() as u64, Relaxed);
+        c.in_flight.fetch_sub(self.pipeline.len() as u64, Relaxed);
+        self.est.connection_lost();
+        let written = self.written;
+        let sent: Vec<Sent> = self.pipeline.take_all().collect();
+        let units = sent
+            .into_iter()
+            .map(|s| (s.token, s.cost, s.start < written))
+            .chain(queued.into_iter().map(|q| (q.token, q.cost, false)));
+        for (token, cost, dispatched) in units {
+            fail(
+                &self.shared,
+                token,
+                cost,
+                reason,
+                dispatched,
+                &mut self.wakes,
+            );
+        }
+    }
+
+    pub(super) fn finish(&mut self, status: Status) -> Poll<()> {
+        self.phase = Phase::Done;
+        self.socket = None;
+        let mut st = lock(&self.shared.state);
+        self.shared.set_status(&mut st, status);
+        // The backend is gone: its statements with it (an on-demand slot is opened again later).
+        st.forget_statements();
+        // Callers waiting for room must see the new status.
+        self.shared.wake_waiters(&mut st, &mut self.wakes);
+        drop(st);
+        Poll::Ready(())
+    }
+}
+
+/// The shared path's guard relies on standard string literals; refuse a server without them.
+fn check_session(info: &SessionInfo) -> Result<(), Error> {
+    match info.parameter("standard_conforming_strings") {
+        Some("on") => Ok(()),
+        other => Err(Error::UnsupportedServer(format!(
+            "standard_conforming_strings is {:?}; the shared path requires it to be on",
+            other.unwrap_or("unreported")
+        ))),
+    }
+}

@@ -1,0 +1,505 @@
+//! The connection task: the one owner of a socket.
+//!
+//! Each poll is one tick: read everything available, drain every complete message (completing
+//! units in FIFO order), pump queued units into the write buffer up to `max_in_flight`, write
+//! the batch, and only then wake the callers whose units completed. Read, drain, pump and write
+//! are plain synchronous functions: nothing inside a tick awaits, and no waiting task can run
+//! until the tick is over (see [`crate::sched`]).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::{Buf, BytesMut};
+
+use crate::driver::cancel::Cancel;
+use crate::driver::open::{Endpoint, Opening};
+use crate::driver::shared::{nanos, ConnShared, Role, Statement, Status, Token};
+use crate::driver::transport::{Transport, MAX_RECORD};
+use crate::proto::timing::{Backoff, Estimator, HEAVY_WINDOW};
+use crate::proto::{Pipeline, SessionInfo};
+use crate::rt::Runtime;
+use crate::sched::{lock, DeferredWakes, TickGuard, Waiter};
+use crate::{DbError, Error};
+
+use deliver::{fail, Completer};
+
+mod deliver;
+mod lifecycle;
+
+/// Bytes read per tick before yielding to the executor, so one busy connection cannot starve it.
+const READ_BUDGET: usize = 1 << 20;
+/// The pump stops adding units while this much is still unwritten (the socket pushes back).
+const WRITE_HIGH_WATER: usize = 256 * 1024;
+const READ_CHUNK: usize = 64 * 1024;
+
+/// A unit on the wire, with the position of its first byte in the output stream: on a
+/// connection failure, a unit none of whose bytes were written is `NotDispatched`.
+struct Sent {
+    token: Token,
+    start: u64,
+    /// The estimate counted in the connection's pending cost, and the statement to update.
+    cost: u64,
+    stmt: Option<Arc<Statement>>,
+    /// When the unit was handed to the write buffer (the runtime's clock).
+    sent_at: Instant,
+}
+
+/// Where the task is in a connection's life.
+enum Phase<R: Runtime> {
+    /// Connecting, TLS and authentication, bounded by `connect_timeout` (boxed: large, and
+    /// alive only while connecting).
+    Opening(Box<Opening<R>>),
+    /// Serving units: every poll is one tick.
+    Running,
+    /// Waiting before reconnecting a shared connection that died.
+    Backoff(R::Sleep),
+    /// Closed or dead for good.
+    Done,
+}
+
+/// The future that owns one connection: it connects, authenticates, serves units and, for a
+/// shared connection that dies, reconnects with backoff. Spawn it on the runtime; it ends when
+/// the connection is closed (or, for an exclusive connection, dies).
+pub struct ConnTask<R: Runtime> {
+    rt: R,
+    cfg: Arc<Endpoint>,
+    shared: Arc<ConnShared>,
+    phase: Phase<R>,
+    socket: Option<Transport<R::Socket>>,
+    rbuf: BytesMut,
+    chunk: Box<[u8]>,
+    wbuf: BytesMut,
+    /// Total bytes handed to the write buffer / actually written.
+    pumped: u64,
+    written: u64,
+    pipeline: Pipeline<Sent>,
+    wakes: DeferredWakes,
+    session: SessionInfo,
+    fatal: Option<DbError>,
+    /// Exclusive (session/transaction) connections may sit in a transaction between units,
+    /// and are replaced by the pool rather than reconnected.
+    exclusive: bool,
+    /// Told the outcome of the first connect; reconnects report to nobody.
+    opened: Option<Arc<Waiter<Result<(), Error>>>>,
+    backoff: Backoff,
+    terminating: bool,
+    /// Server-time estimates, the in-flight work gauge and the trip floor (`proto::timing`).
+    est: Estimator<Arc<Statement>>,
+    /// On-demand connections only: when this connection last had work, and the timer that
+    /// retires it after `idle_timeout` without any.
+    last_active: Instant,
+    idle_timer: Option<(Instant, R::Sleep)>,
+    /// The last pump stopped at the write high-water mark with units still queued.
+    queue_left: bool,
+    /// Exclusive connections: a CancelRequest for abandoned work, and the bound on it (the
+    /// ReadyForQuery count that means the abandoned units are done, and its deadline).
+    cancel: Option<Cancel<R>>,
+    cancel_bound: Option<(u64, R::Sleep)>,
+}
+
+impl<R: Runtime> ConnTask<R> {
+    pub(crate) fn new(
+        rt: R,
+        cfg: Arc<Endpoint>,
+        shared: Arc<ConnShared>,
+        exclusive: bool,
+        opened: Arc<Waiter<Result<(), Error>>>,
+    ) -> Self {
+        let phase = Phase::Opening(Box::new(Opening::new(&rt, &cfg, exclusive)));
+        let rt_now = rt.now();
+        ConnTask {
+            rt,
+            cfg,
+            shared,
+            phase,
+            socket: None,
+            rbuf: BytesMut::with_capacity(8 * 1024),
+            chunk: vec![0u8; READ_CHUNK].into_boxed_slice(),
+            wbuf: BytesMut::with_capacity(16 * 1024),
+            pumped: 0,
+            written: 0,
+            pipeline: Pipeline::new(),
+            wakes: DeferredWakes::default(),
+            session: SessionInfo::default(),
+            fatal: None,
+            exclusive,
+            opened: Some(opened),
+            backoff: Backoff::new(),
+            terminating: false,
+            est: Estimator::new(rt_now),
+            last_active: rt_now,
+            idle_timer: None,
+            queue_left: false,
+            cancel: None,
+            cancel_bound: None,
+        }
+    }
+
+    /// Opened on demand: closed when idle, and not reconnected when it dies.
+    fn on_demand(&self) -> bool {
+        !self.exclusive && self.shared.role() != Role::Base
+    }
+
+    /// One tick. Returns `Ready` when the task is finished.
+    fn tick(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.shared.abort_flag.load(Relaxed) {
+            if let Some(sock) = self.socket.as_mut() {
+                let _ = sock.poll_close(cx);
+            }
+            return self.die("aborted by the client".into());
+        }
+        if self.pipeline.is_paused() {
+            // A streaming consumer made room: take what is buffered before reading more.
+            if let Err(v) = self.drain() {
+                return self.die(format!("protocol violation: {}", v.0));
+            }
+        }
+        // While a stream's consumer has no room, nothing more is read: TCP holds the server.
+        let more = match self.pipeline.is_paused() {
+            true => false,
+            false => match self.read(cx) {
+                Ok(more) => more,
+                Err(reason) => return self.die(reason),
+            },
+        };
+        if let Err(v) = self.drain() {
+            return self.die(format!("protocol violation: {}", v.0));
+        }
+        if !matches!(self.phase, Phase::Running) {
+            // The drain found a reason to stop (backstop); die() already ran.
+            return if matches!(self.phase, Phase::Done) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            };
+        }
+        if self.exclusive {
+            if let Err(reason) = self.cancel_abandoned(cx) {
+                return self.die(reason);
+            }
+        }
+        let idle_closing = self.pump(cx);
+        if let Err(reason) = self.write(cx) {
+            return self.die(reason);
+        }
+        if idle_closing || (self.on_demand() && self.retire_if_idle(cx)) {
+            return self.close(cx);
+        }
+        // More to read (budget spent), or units left queued at the write high-water mark
+        // while the socket took everything: nothing else would wake the task for them (COPY
+        // data, in particular, gets no answer until its end).
+        if more || (self.queue_left && self.wbuf.is_empty()) {
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
+    }
+
+    /// Reads until the socket would block or the budget is spent. `Ok(true)`: budget spent.
+    fn read(&mut self, cx: &mut Context<'_>) -> Result<bool, String> {
+        let mut total = 0usize;
+        let Some(sock) = self.socket.as_mut() else {
+            return Err("no socket".into());
+        };
+        let result = loop {
+            match sock.poll_read(cx, &mut self.chunk) {
+                Poll::Ready(Ok(0)) => break Err(self.eof_reason()),
+                Poll::Ready(Ok(n)) => {
+                    self.rbuf.extend_from_slice(&self.chunk[..n]);
+                    total += n;
+                    if total >= READ_BUDGET {
+                        break Ok(true);
+                    }
+                }
+                Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Poll::Ready(Err(e)) => break Err(format!("read failed: {e}")),
+                Poll::Pending => break Ok(false),
+            }
+        };
+        if total > 0 {
+            let c = &self.shared.counters;
+            c.inc(&c.readable_events);
+            c.bytes_in.fetch_add(total as u64, Relaxed);
+        }
+        result
+    }
+
+    fn eof_reason(&self) -> String {
+        match &self.fatal {
+            Some(e) => format!("server closed the connection: {e}"),
+            None => "server closed the connection".to_owned(),
+        }
+    }
+
+    fn drain(&mut self) -> Result<(), crate::proto::ProtocolViolation> {
+        if self.rbuf.is_empty() {
+            return Ok(());
+        }
+        let mut h = Completer {
+            shared: &self.shared,
+            wakes: &mut self.wakes,
+            fatal: &mut self.fatal,
+            session: &mut self.session,
+            exclusive: self.exclusive,
+            leaked: None,
+            now: self.rt.now(),
+            est: &mut self.est,
+        };
+        let done = self.pipeline.drain(&mut self.rbuf, &mut h);
+        let (leaked, now) = (h.leaked.take(), h.now);
+        self.est.end_drain(now, self.pipeline.is_empty());
+        let done = done?;
+        if done > 0 {
+            self.shared
+                .counters
+                .in_flight
+                .fetch_sub(done as u64, Relaxed);
+        }
+        if let Some(reason) = leaked {
+            let _ = self.die(reason);
+        }
+        Ok(())
+    }
+
+    /// Moves queued units into the write buffer, up to the in-flight limit, and re-arms the
+    /// coalesced wakeup. Returns whether the connection is closing with nothing left to do.
+    fn pump(&mut self, cx: &mut Context<'_>) -> bool {
+        let shared = &self.shared;
+        let c = &shared.counters;
+        let mut st = lock(&shared.state);
+        st.wake_pending = false;
+        match &st.task_waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => st.task_waker = Some(cx.waker().clone()),
+        }
+        // Nothing new goes out while a cancel may still signal the backend (see
+        // `driver/cancel.rs`): from the release's flag (read under the lock its units were
+        // queued under, so they are never ahead of it) to the server's acknowledgement.
+        let cancel_pending = self.exclusive && shared.cancel_abandoned.load(Relaxed);
+        if cancel_pending {
+            cx.waker().wake_by_ref();
+        }
+        let room = if cancel_pending || self.cancel.is_some() {
+            0
+        } else {
+            self.cfg.max_in_flight.saturating_sub(self.pipeline.len())
+        };
+        // One clock read per pump, not per unit.
+        let now = if st.queue.is_empty() {
+            None
+        } else {
+            Some(self.rt.now())
+        };
+        let mut moved = 0usize;
+        let mut data = 0usize;
+        let mut bytes = 0usize;
+        let work_cap = nanos(self.cfg.max_queue_work);
+        let mut work_bound = false;
+        let heavy_window = (self.cfg.max_in_flight / 4).min(HEAVY_WINDOW);
+        while moved < room && self.wbuf.len() + bytes < WRITE_HIGH_WATER {
+            match st.queue.front() {
+                None => break,
+                Some(q)
+                    if !self
+                        .est
+                        .admits(self.pipeline.len(), heavy_window, q.cost, work_cap) =>
+                {
+                    c.inc(&c.work_limited);
+                    work_bound = true;
+                    break;
+                }
+                Some(_) => {}
+            }
+            let Some(q) = st.queue.pop_front() else { break };
+            let start = self.pumped + bytes as u64;
+            bytes += q.len;
+            if matches!(q.kind, crate::proto::UnitKind::Data) {
+                // COPY data of the unit in flight: written, never answered.
+                data += 1;
+                continue;
+            }
+            self.est.sent(q.cost);
+            moved += 1;
+            match q.kind {
+                crate::proto::UnitKind::Prepare => {
+                    c.inc(&c.parses_sent);
+                    c.inc(&c.describes_sent);
+                }
+                crate::proto::UnitKind::Typed => {
+                    c.inc(&c.parses_sent);
+                    c.inc(&c.describes_sent);
+                }
+                crate::proto::UnitKind::Execute(_)
+                | crate::proto::UnitKind::Stream(_)
+                | crate::proto::UnitKind::Simple
+                | crate::proto::UnitKind::CopyOut
+                | crate::proto::UnitKind::CopyIn
+                | crate::proto::UnitKind::Data => {}
+            }
+            if q.closes {
+                c.inc(&c.closes_sent);
+            }
+            let sent_at = now.unwrap_or(self.est.last_done());
+            self.pipeline.push(
+                Sent {
+                    token: q.token,
+                    start,
+                    cost: q.cost,
+                    stmt: q.stmt,
+                    sent_at,
+                },
+                q.kind,
+            );
+        }
+        if bytes > 0 {
+            self.wbuf.extend_from_slice(&st.buf[..bytes]);
+            st.buf.advance(bytes);
+            st.committed -= bytes;
+            self.pumped += bytes as u64;
+        }
+        self.queue_left = self.wbuf.len() + bytes >= WRITE_HIGH_WATER && !st.queue.is_empty();
+        let idle_closing = matches!(st.status, Status::Closing | Status::Retiring)
+            && st.queue.is_empty()
+            && self.pipeline.is_empty()
+            && self.wbuf.is_empty();
+        if shared.work_bound.load(Relaxed) != work_bound {
+            shared.work_bound.store(work_bound, Relaxed);
+        }
+        if data > 0 {
+            c.queued.fetch_sub(data as u64, Relaxed);
+            shared.grant_room(&mut st, &mut self.wakes);
+        }
+        if moved > 0 {
+            if let Some(now) = now {
+                self.last_active = now;
+            }
+            // Under the lock, so the gauge never counts a unit as both queued and in flight.
+            c.queued.fetch_sub(moved as u64, Relaxed);
+            let now = c.in_flight.fetch_add(moved as u64, Relaxed) + moved as u64;
+            c.in_flight_peak.fetch_max(now, Relaxed);
+            // Room in the mailbox: granted to waiting callers in order, woken after the tick.
+            shared.grant_room(&mut st, &mut self.wakes);
+        }
+        drop(st);
+        idle_closing
+    }
+
+    fn step(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            match &mut self.phase {
+                Phase::Done => return Poll::Ready(()),
+                Phase::Running => {
+                    let r = {
+                        let _guard = TickGuard::enter();
+                        self.tick(cx)
+                    };
+                    if r.is_ready() || matches!(self.phase, Phase::Running) {
+                        return r;
+                    }
+                    // The connection died and is backing off: poll its timer so it fires.
+                }
+                Phase::Backoff(_) => {
+                    if self.closing(cx) {
+                        return self.finish(Status::Closed);
+                    }
+                    let Phase::Backoff(sleep) = &mut self.phase else {
+                        continue;
+                    };
+                    match Pin::new(sleep).poll(cx) {
+                        Poll::Ready(_) => {
+                            self.phase = Phase::Opening(Box::new(Opening::new(
+                                &self.rt,
+                                &self.cfg,
+                                self.exclusive,
+                            )))
+                        }
+                        Poll::Pending => return Poll::Pending,
+                    }
+                }
+                Phase::Opening(_) => {
+                    if self.opened.is_none() && self.closing(cx) {
+                        return self.finish(Status::Closed);
+                    }
+                    match self.poll_open(cx) {
+                        Poll::Ready(Ok(())) => self.opened_ok(),
+                        Poll::Ready(Err(e)) => {
+                            if self.open_failed(e).is_ready() {
+                                return Poll::Ready(());
+                            }
+                        }
+                        Poll::Pending => return Poll::Pending,
+                    }
+                }
+            }
+        }
+    }
+
+    fn write(&mut self, cx: &mut Context<'_>) -> Result<(), String> {
+        let c = &self.shared.counters;
+        let Some(sock) = self.socket.as_mut() else {
+            return Err("no socket".into());
+        };
+        while !self.wbuf.is_empty() {
+            match sock.poll_write(cx, &self.wbuf) {
+                Poll::Ready(Ok(0)) => return Err("socket accepted no bytes".into()),
+                Poll::Ready(Ok(n)) => {
+                    c.inc(&c.write_calls);
+                    c.bytes_out.fetch_add(n as u64, Relaxed);
+                    if sock.is_tls() {
+                        c.tls_records_out
+                            .fetch_add(n.div_ceil(MAX_RECORD) as u64, Relaxed);
+                    }
+                    self.wbuf.advance(n);
+                    self.written += n as u64;
+                }
+                Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Poll::Ready(Err(e)) => return Err(format!("write failed: {e}")),
+                Poll::Pending => break,
+            }
+        }
+        match sock.poll_flush(cx) {
+            Poll::Ready(Err(e)) => Err(format!("write failed: {e}")),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl<R: Runtime> Future for ConnTask<R> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let r = this.step(cx);
+        // Every lock is released and the tick is over: now the callers may run.
+        this.wakes.wake_all();
+
+        if r.is_ready() {
+            this.shared.mark_exited();
+        }
+        r
+    }
+}
+
+impl<R: Runtime> Drop for ConnTask<R> {
+    fn drop(&mut self) {
+        // A runtime that drops the task without finishing it (shutdown) must not leave callers
+        // waiting forever.
+        if !matches!(self.phase, Phase::Done) {
+            let reason: Arc<str> = "connection task was dropped by its runtime".into();
+            self.fail_all(&reason);
+            if let Some(w) = self.opened.take() {
+                w.unblock(
+                    Err(Error::NoConnection {
+                        reason: reason.clone(),
+                    }),
+                    &mut self.wakes,
+                );
+            }
+            self.wakes.wake_all();
+            self.shared.mark_exited();
+        }
+    }
+}
