@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use criterion::{Criterion, Throughput};
-use pgpipe::proto::{encode, Handler, Outcome, Pipeline, UnitKind};
+use pgpipe::internals::{encode, Handler, Outcome, Pipeline, UnitKind};
 use pgpipe::types::Type;
 use pgpipe::{Column, Row};
 use pgpipe_bench::{alloc, backend};
@@ -141,7 +141,7 @@ impl DrainFixture {
 /// A row of `SELECT $1::int8 * 2, $2::text` as `drain` would build it.
 fn sample_row() -> Row {
     let body = backend::data_row_body(&[Some(&42i64.to_be_bytes()), Some(TEXT.as_bytes())]);
-    Row::new(backend::select_int8_text_columns(), body).expect("row")
+    pgpipe::internals::row(backend::select_int8_text_columns(), body).expect("row")
 }
 
 fn decode(row: &Row) -> (i64, usize) {

@@ -1,7 +1,7 @@
 //! Support code for pgpipe's benchmarks.
 //!
 //! - [`backend`]: a small encoder of PostgreSQL *backend* (server → client) messages, for
-//!   building realistic response streams that `pgpipe::proto::Pipeline::drain` can consume
+//!   building realistic response streams that `pgpipe::internals::Pipeline::drain` can consume
 //!   without a server.
 //! - [`alloc`]: a counting global allocator, so a benchmark binary can report allocations per
 //!   operation next to time per operation.
@@ -62,7 +62,7 @@ pub mod backend {
     }
 
     /// The body of a DataRow (what follows its tag and length, starting at the 2-byte column
-    /// count): the form `pgpipe::Row::new` takes.
+    /// count): the form `pgpipe::internals::row` takes.
     pub fn data_row_body(values: &[Option<&[u8]>]) -> Bytes {
         let count = u16::try_from(values.len()).expect("too many columns");
         let mut body = BytesMut::new();
@@ -97,8 +97,8 @@ pub mod backend {
     /// The result columns of `SELECT $1::int8 * 2, $2::text`, named as PostgreSQL names them.
     pub fn select_int8_text_columns() -> Arc<[Column]> {
         Arc::from(vec![
-            Column::new("?column?".to_owned(), Type::INT8),
-            Column::new("text".to_owned(), Type::TEXT),
+            pgpipe::internals::column("?column?".to_owned(), Type::INT8),
+            pgpipe::internals::column("text".to_owned(), Type::TEXT),
         ])
     }
 
@@ -188,7 +188,7 @@ pub mod alloc {
 #[cfg(test)]
 mod tests {
     use bytes::BytesMut;
-    use pgpipe::proto::{Handler, Outcome, Pipeline, UnitKind};
+    use pgpipe::internals::{Handler, Outcome, Pipeline, UnitKind};
 
     use super::backend;
 
@@ -230,7 +230,7 @@ mod tests {
     fn data_row_body_decodes_with_null() {
         let columns = backend::select_int8_text_columns();
         let body = backend::data_row_body(&[Some(&7i64.to_be_bytes()), None]);
-        let row = pgpipe::Row::new(columns, body).unwrap();
+        let row = pgpipe::internals::row(columns, body).unwrap();
         assert_eq!(row.get::<_, i64>(0), 7);
         assert_eq!(row.get::<_, Option<&str>>(1), None);
     }

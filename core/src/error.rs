@@ -1,7 +1,9 @@
 //! Typed errors. Every failure a caller can see is one variant here; the variant says whether the
 //! statement may have run (see `Error::NotDispatched` vs `Error::Indeterminate`).
 
+use std::borrow::Cow;
 use std::fmt;
+use std::ops::Deref;
 use std::sync::Arc;
 
 /// A boxed error from a `ToSql` / `FromSql` implementation.
@@ -18,20 +20,20 @@ pub enum Error {
     #[error("not dispatched: {reason} (the statement was never sent; safe to retry)")]
     NotDispatched {
         /// Why the connection stopped before sending it.
-        reason: Arc<str>,
+        reason: Reason,
     },
     /// The unit was sent but its connection died before its ReadyForQuery: it may or may not have run.
     #[error("indeterminate: {reason} (the statement was sent and may or may not have run)")]
     Indeterminate {
         /// Why the connection died.
-        reason: Arc<str>,
+        reason: Reason,
     },
     /// COMMIT was sent but the connection failed before its answer: the transaction may or may
     /// not have committed.
     #[error("commit outcome unknown: {reason} (the transaction may or may not have committed)")]
     IndeterminateCommit {
         /// Why the connection died.
-        reason: Arc<str>,
+        reason: Reason,
     },
     /// COMMIT found the transaction already failed; the server rolled it back.
     #[error("the transaction was rolled back because an earlier statement in it failed")]
@@ -64,7 +66,7 @@ pub enum Error {
     #[error("no live connection: {reason}")]
     NoConnection {
         /// The last connection failure seen.
-        reason: Arc<str>,
+        reason: Reason,
     },
     /// Connecting or talking to the server failed at the socket level.
     #[error("I/O error: {0}")]
@@ -161,9 +163,75 @@ impl Error {
         }
     }
 
-    /// The SQLSTATE code, when the server rejected the statement.
-    pub fn code(&self) -> Option<&str> {
-        self.as_db().map(|e| e.code.as_str())
+    /// The SQLSTATE, when the server rejected the statement.
+    pub fn code(&self) -> Option<&SqlState> {
+        self.as_db().map(DbError::code)
+    }
+}
+
+/// Why a connection stopped serving: a message for people and, for pgpipe's own decisions, what
+/// kind of stop it was (never decided by comparing text). Reads as a `str`.
+#[derive(Debug, Clone)]
+pub struct Reason {
+    text: Arc<str>,
+    retired: bool,
+}
+
+impl Reason {
+    /// The message.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// An on-demand connection was retired while idle as the unit reached it: always retried
+    /// elsewhere, whatever `retry_not_dispatched` says.
+    pub(crate) fn retired() -> Reason {
+        Reason {
+            text: "connection retired while idle".into(),
+            retired: true,
+        }
+    }
+
+    pub(crate) fn is_retired(&self) -> bool {
+        self.retired
+    }
+}
+
+impl Deref for Reason {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl PartialEq<str> for Reason {
+    fn eq(&self, other: &str) -> bool {
+        *self.text == *other
+    }
+}
+
+impl From<&str> for Reason {
+    fn from(text: &str) -> Reason {
+        Reason {
+            text: text.into(),
+            retired: false,
+        }
+    }
+}
+
+impl From<String> for Reason {
+    fn from(text: String) -> Reason {
+        Reason {
+            text: text.into(),
+            retired: false,
+        }
     }
 }
 
@@ -193,28 +261,84 @@ pub enum ErrorKind {
     Other,
 }
 
-/// An ErrorResponse from the server, with the fields callers use.
+/// An ErrorResponse from the server: read it through its accessors.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DbError {
-    /// Severity (`ERROR`, `FATAL`, `PANIC`), not localized.
-    pub severity: String,
-    /// SQLSTATE code, e.g. `23505` for a unique violation.
-    pub code: String,
-    /// The primary message.
-    pub message: String,
-    /// Optional detail.
-    pub detail: Option<String>,
-    /// Optional hint.
-    pub hint: Option<String>,
-    /// 1-based character position in the SQL text, when the server reports one.
-    pub position: Option<u32>,
-    /// Constraint name, for constraint violations.
-    pub constraint: Option<String>,
-    /// Table name, when reported.
-    pub table: Option<String>,
+    pub(crate) severity: String,
+    pub(crate) code: SqlState,
+    pub(crate) message: String,
+    pub(crate) detail: Option<String>,
+    pub(crate) hint: Option<String>,
+    pub(crate) position: Option<u32>,
+    pub(crate) where_: Option<String>,
+    pub(crate) schema: Option<String>,
+    pub(crate) table: Option<String>,
+    pub(crate) column: Option<String>,
+    pub(crate) datatype: Option<String>,
+    pub(crate) constraint: Option<String>,
 }
 
 impl DbError {
+    /// Severity (`ERROR`, `FATAL`, `PANIC`), not localized.
+    pub fn severity(&self) -> &str {
+        &self.severity
+    }
+
+    /// The SQLSTATE, e.g. [`SqlState::UNIQUE_VIOLATION`].
+    pub fn code(&self) -> &SqlState {
+        &self.code
+    }
+
+    /// The primary message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The optional detail.
+    pub fn detail(&self) -> Option<&str> {
+        self.detail.as_deref()
+    }
+
+    /// The optional hint.
+    pub fn hint(&self) -> Option<&str> {
+        self.hint.as_deref()
+    }
+
+    /// The 1-based character position in the SQL text, when the server reports one.
+    pub fn position(&self) -> Option<u32> {
+        self.position
+    }
+
+    /// Where in a function or trigger the error happened (the context the server reports).
+    pub fn where_(&self) -> Option<&str> {
+        self.where_.as_deref()
+    }
+
+    /// The schema of the object concerned, when reported.
+    pub fn schema(&self) -> Option<&str> {
+        self.schema.as_deref()
+    }
+
+    /// The table concerned, when reported.
+    pub fn table(&self) -> Option<&str> {
+        self.table.as_deref()
+    }
+
+    /// The column concerned, when reported.
+    pub fn column(&self) -> Option<&str> {
+        self.column.as_deref()
+    }
+
+    /// The data type concerned, when reported.
+    pub fn datatype(&self) -> Option<&str> {
+        self.datatype.as_deref()
+    }
+
+    /// The constraint violated, for constraint violations.
+    pub fn constraint(&self) -> Option<&str> {
+        self.constraint.as_deref()
+    }
+
     /// Whether the server is closing the connection because of this error.
     pub fn is_fatal(&self) -> bool {
         self.severity == "FATAL" || self.severity == "PANIC"
@@ -236,6 +360,124 @@ impl fmt::Display for DbError {
 
 impl std::error::Error for DbError {}
 
+/// A SQLSTATE code: five characters, the first two its class. Compare with the constants
+/// (`e.code() == Some(&SqlState::UNIQUE_VIOLATION)`) or as text (`code == "23505"`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct SqlState(Cow<'static, str>);
+
+macro_rules! sql_states {
+    ($($(#[$doc:meta])* $name:ident = $code:literal;)*) => {
+        impl SqlState {
+            $($(#[$doc])* pub const $name: SqlState = SqlState(Cow::Borrowed($code));)*
+        }
+    };
+}
+
+sql_states! {
+    /// `0A000`
+    FEATURE_NOT_SUPPORTED = "0A000";
+    /// `22003`
+    NUMERIC_VALUE_OUT_OF_RANGE = "22003";
+    /// `22012`
+    DIVISION_BY_ZERO = "22012";
+    /// `22P02`
+    INVALID_TEXT_REPRESENTATION = "22P02";
+    /// `23502`
+    NOT_NULL_VIOLATION = "23502";
+    /// `23503`
+    FOREIGN_KEY_VIOLATION = "23503";
+    /// `23505`
+    UNIQUE_VIOLATION = "23505";
+    /// `23514`
+    CHECK_VIOLATION = "23514";
+    /// `23P01`
+    EXCLUSION_VIOLATION = "23P01";
+    /// `25001`
+    ACTIVE_SQL_TRANSACTION = "25001";
+    /// `25006`
+    READ_ONLY_SQL_TRANSACTION = "25006";
+    /// `25P01`
+    NO_ACTIVE_SQL_TRANSACTION = "25P01";
+    /// `25P02`
+    IN_FAILED_SQL_TRANSACTION = "25P02";
+    /// `25P03`
+    IDLE_IN_TRANSACTION_SESSION_TIMEOUT = "25P03";
+    /// `26000`
+    INVALID_SQL_STATEMENT_NAME = "26000";
+    /// `28000`
+    INVALID_AUTHORIZATION_SPECIFICATION = "28000";
+    /// `28P01`
+    INVALID_PASSWORD = "28P01";
+    /// `3D000`
+    INVALID_CATALOG_NAME = "3D000";
+    /// `40001`
+    SERIALIZATION_FAILURE = "40001";
+    /// `40003`
+    STATEMENT_COMPLETION_UNKNOWN = "40003";
+    /// `40P01`
+    DEADLOCK_DETECTED = "40P01";
+    /// `42601`
+    SYNTAX_ERROR = "42601";
+    /// `42703`
+    UNDEFINED_COLUMN = "42703";
+    /// `42883`
+    UNDEFINED_FUNCTION = "42883";
+    /// `42P01`
+    UNDEFINED_TABLE = "42P01";
+    /// `53300`
+    TOO_MANY_CONNECTIONS = "53300";
+    /// `55P03`
+    LOCK_NOT_AVAILABLE = "55P03";
+    /// `57014`
+    QUERY_CANCELED = "57014";
+    /// `57P01`
+    ADMIN_SHUTDOWN = "57P01";
+    /// `57P03`
+    CANNOT_CONNECT_NOW = "57P03";
+    /// `XX000`
+    INTERNAL_ERROR = "XX000";
+}
+
+impl SqlState {
+    /// The code as the server sent it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The class: the code's first two characters (`23` for integrity constraint violations).
+    pub fn class(&self) -> &str {
+        self.0.get(..2).unwrap_or(&self.0)
+    }
+
+    pub(crate) fn from_server(code: String) -> SqlState {
+        SqlState(Cow::Owned(code))
+    }
+}
+
+impl fmt::Display for SqlState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<str> for SqlState {
+    fn eq(&self, other: &str) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<&str> for SqlState {
+    fn eq(&self, other: &&str) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl From<Box<DbError>> for Error {
+    fn from(e: Box<DbError>) -> Self {
+        Error::Db(e)
+    }
+}
+
 impl From<DbError> for Error {
     fn from(e: DbError) -> Self {
         Error::Db(Box::new(e))
@@ -244,7 +486,27 @@ impl From<DbError> for Error {
 
 #[cfg(test)]
 mod tests {
-    use super::Error;
+    use super::{Error, Reason, SqlState};
+
+    #[test]
+    fn sql_states_compare_as_constants_and_text() {
+        let from_server = SqlState::from_server("40001".to_owned());
+        assert_eq!(from_server, SqlState::SERIALIZATION_FAILURE);
+        assert!(from_server == "40001");
+        assert_eq!(from_server.class(), "40");
+        assert_eq!(SqlState::from_server("4".to_owned()).class(), "4");
+        assert_ne!(SqlState::DEADLOCK_DETECTED, SqlState::SERIALIZATION_FAILURE);
+    }
+
+    #[test]
+    fn reasons_read_as_text_and_carry_their_kind() {
+        let r = Reason::from("server closed the connection");
+        assert_eq!(&*r, "server closed the connection");
+        assert!(!r.is_retired());
+        // The retirement signal is its kind, not its text.
+        assert!(Reason::retired().is_retired());
+        assert!(!Reason::from(Reason::retired().to_string()).is_retired());
+    }
 
     #[test]
     fn parameter_counts_read_as_english() {

@@ -26,10 +26,10 @@ mod driver;
 pub mod error;
 mod exclusive;
 pub mod guard;
-pub mod proto;
+mod proto;
 pub mod row;
 pub mod rt;
-pub mod sched;
+mod sched;
 mod session;
 pub mod stats;
 mod stream;
@@ -41,12 +41,34 @@ pub use config::{
     ChannelBinding, Config, Keepalives, RootCert, SslMode, SslNegotiation, TlsConfig, TlsVersion,
 };
 pub use copy::{CopyIn, CopyOut};
-pub use driver::{ConnTask, Notification, QueryResult};
-pub use error::{DbError, Error, ErrorKind};
+pub use driver::Notification;
+pub use error::{DbError, Error, ErrorKind, Reason, SqlState};
 pub use row::{Column, Row, RowIndex};
 pub use session::{Savepoint, Session, Transaction};
 pub use stats::{ConnStats, Stats};
 pub use stream::RowStream;
+
+/// Internals for the project's own benchmarks and tests (feature `internals`, off by default):
+/// the protocol state and the driver-tick probe. No stability promise; not for applications.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod internals {
+    use std::sync::Arc;
+
+    pub use crate::proto::{encode, Handler, Outcome, Pipeline, UnitKind};
+    pub use crate::sched::in_driver_tick;
+    use crate::{Column, Row};
+
+    /// A column description, as a RowDescription would give it.
+    pub fn column(name: String, type_: crate::types::Type) -> Column {
+        Column::new(name, type_)
+    }
+
+    /// A row from a DataRow body (`None` if malformed).
+    pub fn row(columns: Arc<[Column]>, body: bytes::Bytes) -> Option<Row> {
+        Row::new(columns, body)
+    }
+}
 
 /// The `postgres-types` crate: `ToSql`, `FromSql`, `Type` and friends.
 pub use postgres_types as types;
@@ -64,7 +86,7 @@ macro_rules! adapter_api {
             ChannelBinding, Config, Keepalives, RootCert, SslMode, SslNegotiation, TlsConfig,
             TlsVersion,
         };
-        pub use $crate::error::{BoxError, DbError, Error, ErrorKind};
+        pub use $crate::error::{BoxError, DbError, Error, ErrorKind, Reason, SqlState};
         pub use $crate::row::{Column, Row, RowIndex};
         pub use $crate::stats::{ConnStats, Stats};
         pub use $crate::{guard, types, Notification};

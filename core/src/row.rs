@@ -17,7 +17,7 @@ pub struct Column {
 
 impl Column {
     /// Makes a column description.
-    pub fn new(name: String, type_: Type) -> Column {
+    pub(crate) fn new(name: String, type_: Type) -> Column {
         Column { name, type_ }
     }
     /// The column's name as the server reported it.
@@ -43,7 +43,7 @@ pub struct Row {
 impl Row {
     /// Wraps a DataRow body (starting at its 2-byte column count). Returns `None` if the count
     /// does not match the row description.
-    pub fn new(columns: Arc<[Column]>, mut body: Bytes) -> Option<Row> {
+    pub(crate) fn new(columns: Arc<[Column]>, mut body: Bytes) -> Option<Row> {
         if body.len() < 2 {
             return None;
         }

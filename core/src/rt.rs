@@ -4,7 +4,7 @@
 //! task, and a [`Socket`] whose `poll_read` / `poll_write` are its `io_wait`: returning
 //! `Pending` means "interest registered, the task's waker fires on readiness (or on completion,
 //! for completion-based runtimes such as io_uring)". `block` / `unblock` are not part of the
-//! adapter: core implements them once on wakers (see [`crate::sched`]), because a `Waker` only
+//! adapter: core implements them once on wakers (its `sched` module), because a `Waker` only
 //! schedules its task and never runs it inline, which is exactly the deferred wakeup the driver
 //! needs.
 //!
@@ -18,6 +18,10 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+
+/// The future that owns one connection, which [`Spawn`] runs: opaque to adapters, which only
+/// spawn it (see [`crate::Adapter`]).
+pub use crate::driver::ConnTask;
 
 /// A connected byte stream to the server.
 pub trait Socket: Unpin + 'static {

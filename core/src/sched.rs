@@ -35,14 +35,6 @@ impl DeferredWakes {
             w.wake();
         }
     }
-    /// Number of queued wakers.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-    /// Whether no waker is queued.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
 }
 
 struct Slot<T> {
@@ -183,7 +175,7 @@ mod tests {
         let w = Waiter::new();
         let mut wakes = DeferredWakes::default();
         w.unblock(5, &mut wakes);
-        assert!(wakes.is_empty());
+        assert!(wakes.0.is_empty());
         let flag = Arc::new(Flag(false.into()));
         let waker = Waker::from(flag.clone());
         assert_eq!(

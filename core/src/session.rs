@@ -7,7 +7,7 @@ use postgres_types::{ToSql, Type};
 use crate::driver::shared::Notification;
 use crate::exclusive::Held;
 use crate::rt::Runtime;
-use crate::{Client, Error, Row};
+use crate::{Adapter, Client, Error, Row};
 
 /// Statement methods shared by every exclusive handle.
 macro_rules! statements {
@@ -103,6 +103,23 @@ macro_rules! statements {
     };
 }
 
+// Sessions depend on the client, never the reverse: the client's exclusive-connection
+// operations are defined here, on top of its checkout.
+impl<R: Adapter> Client<R> {
+    /// Checks out an exclusive connection for session state (SET, LISTEN, temp tables,
+    /// session advisory locks). Waits while all `pinned_size` are held.
+    pub async fn session(&self) -> Result<Session<R>, Error> {
+        let held = self.checkout().await?;
+        Ok(Session::new(self.clone(), held))
+    }
+
+    /// Checks out an exclusive connection and starts a transaction on it.
+    pub async fn transaction(&self) -> Result<Transaction<R>, Error> {
+        let held = self.checkout().await?;
+        Transaction::begin(self.clone(), held).await
+    }
+}
+
 /// The connection and client behind every exclusive handle.
 struct Exclusive<R: Runtime> {
     client: Client<R>,
@@ -114,7 +131,7 @@ impl<R: Runtime> Exclusive<R> {
         &self,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
-    ) -> Result<crate::QueryResult, Error> {
+    ) -> Result<crate::driver::shared::QueryResult, Error> {
         crate::proto::encode::check_input(sql, params.len())?;
         let deadline = self.client.deadline();
         self.client
@@ -122,7 +139,7 @@ impl<R: Runtime> Exclusive<R> {
             .await
     }
 
-    async fn simple(&self, sql: &str) -> Result<crate::QueryResult, Error> {
+    async fn simple(&self, sql: &str) -> Result<crate::driver::shared::QueryResult, Error> {
         let w = self.held.conn.submit_simple_now(sql)?;
         let deadline: Option<Instant> = self.client.deadline();
         self.client.wait_for(deadline, &w).await

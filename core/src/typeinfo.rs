@@ -274,7 +274,7 @@ impl<R: Runtime> Client<R> {
         } else {
             match self.lookup(conn, TYPE_QUERY, oid, deadline).await {
                 // 42703 undefined_column: `rngmultitypid` is new in PostgreSQL 14.
-                Err(e) if e.code() == Some("42703") => {
+                Err(e) if e.code() == Some(&crate::SqlState::UNDEFINED_COLUMN) => {
                     types.no_multirange.store(true, Relaxed);
                     self.lookup(conn, TYPE_QUERY_NO_MULTIRANGE, oid, deadline)
                         .await?

@@ -11,7 +11,7 @@ use postgres_types::{ToSql, Type};
 
 use crate::driver::open::Endpoint;
 use crate::driver::shared::{
-    nanos, ConnShared, CostTable, QueryResult, QueryWaiter, Role, Statement, RETIRED,
+    nanos, ConnShared, CostTable, QueryResult, QueryWaiter, Role, Statement,
 };
 use crate::driver::ConnTask;
 use crate::exclusive::{reset_ok, Checkout, Held, Pinned};
@@ -19,7 +19,6 @@ use crate::guard::Guard;
 use crate::proto::encode;
 use crate::rt::{Runtime, Spawn};
 use crate::sched::Waiter;
-use crate::session::{Session, Transaction};
 use crate::stats::Stats;
 use crate::typeinfo::TypeCache;
 use crate::{Config, Error, Row};
@@ -165,20 +164,9 @@ impl<R: Adapter> Client<R> {
         })
     }
 
-    /// Checks out an exclusive connection for session state (SET, LISTEN, temp tables,
-    /// session advisory locks). Waits while all `pinned_size` are held.
-    pub async fn session(&self) -> Result<Session<R>, Error> {
-        let held = self.checkout().await?;
-        Ok(Session::new(self.clone(), held))
-    }
-
-    /// Checks out an exclusive connection and starts a transaction on it.
-    pub async fn transaction(&self) -> Result<Transaction<R>, Error> {
-        let held = self.checkout().await?;
-        Transaction::begin(self.clone(), held).await
-    }
-
-    async fn checkout(&self) -> Result<Held, Error> {
+    /// An exclusive connection for the caller (see `Client::session`, in `session.rs`):
+    /// an idle one whose reset succeeded, or a new one while fewer than `pinned_size` exist.
+    pub(crate) async fn checkout(&self) -> Result<Held, Error> {
         let me = futures_lite::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
         let pinned = &self.inner.pinned;
         let started = self.inner.rt.now();
@@ -480,7 +468,7 @@ impl<R: Runtime> Client<R> {
     ) -> Option<Result<QueryResult, Error>> {
         match r {
             Err(Error::NotDispatched { reason })
-                if (self.inner.config.retry_not_dispatched || *reason == *RETIRED)
+                if (self.inner.config.retry_not_dispatched || reason.is_retired())
                     && *attempts < self.inner.conns.len()
                     && self.inner.conns.iter().any(|c| c.is_open()) =>
             {
@@ -634,7 +622,7 @@ fn is_stale_statement(e: &Error) -> bool {
     let Some(db) = e.as_db() else {
         return false;
     };
-    match db.code.as_str() {
+    match db.code().as_str() {
         "26000" => db.message.contains("\"pgpipe_"),
         "XX000" => db.message.starts_with("cache lookup failed for type"),
         "0A000" => db

@@ -6,5 +6,5 @@ pub(crate) mod shared;
 pub(crate) mod task;
 pub(crate) mod transport;
 
-pub use shared::{Notification, QueryResult};
+pub use shared::Notification;
 pub use task::ConnTask;

@@ -223,7 +223,7 @@ impl Startup {
                 raw.push(0);
                 let err = parse_error_fields(&raw);
                 // 28P01 invalid_password, 28000 invalid_authorization_specification.
-                return Err(if err.code.starts_with("28") {
+                return Err(if err.code.class() == "28" {
                     Error::Auth(err.to_string())
                 } else {
                     Error::from(err)

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use pgpipe::{Config, Error};
+use pgpipe::{Config, Error, SqlState};
 
 use crate::{client, psql, psql_async, wait_until, Db, Harness};
 
@@ -74,7 +74,7 @@ pub async fn an_error_fails_only_its_own_unit<H: Harness>() {
                 if i % 4 == 3 {
                     let (sql, code) = &bad[(i as usize / 4) % bad.len()];
                     let e = db.query(sql, &[&i]).await.expect_err("must fail");
-                    assert_eq!(e.code(), Some(*code), "{e}");
+                    assert_eq!(e.code().map(|c| c.as_str()), Some(*code), "{e}");
                 } else {
                     let r = db
                         .query_one("SELECT $1::int4 + 1", &[&i])
@@ -135,9 +135,10 @@ pub async fn query_timeout_returns_control_and_keeps_the_pipeline_in_order<H: Ha
         .await
         .expect_err("times out");
     assert!(matches!(e, Error::Timeout), "{e:?}");
-    // The abandoned unit still holds the head of the only connection; once the server has
-    // answered it (and the driver discarded the answer), the next caller gets its own row.
-    H::sleep(Duration::from_millis(400)).await;
+    // The abandoned unit still holds the head of the only connection (a unit queued behind it
+    // would time out too); once the server has answered it and the driver discarded the
+    // answer, the next caller gets its own row.
+    wait_until::<H>(|| db.stats().total.in_flight == 0).await;
     let row = db
         .query_one("SELECT $1::text", &[&"after"])
         .await
@@ -185,7 +186,8 @@ async fn terminate_one<H: Harness>(retry: bool) -> (usize, usize, usize, Db<H>) 
             })
         })
         .collect();
-    H::sleep(Duration::from_millis(150)).await;
+    // Kill the first backend while it runs one of them (and more are sent behind it).
+    crate::wait_running::<H>(pids[0], "pg_sleep").await;
     psql_async::<H>(&format!("SELECT pg_terminate_backend({})", pids[0])).await;
     let (mut ok, mut indeterminate, mut not_dispatched) = (0, 0, 0);
     for (i, t) in tasks.into_iter().enumerate() {
@@ -390,9 +392,49 @@ pub async fn statement_cache_prepares_once_and_closes_on_eviction<H: Harness>() 
     let before = db.stats().total.parses_sent;
     for _ in 0..2 {
         let e = db.query("SELECT 1 +", &[]).await.unwrap_err();
-        assert_eq!(e.code(), Some("42601"));
+        assert_eq!(e.code(), Some(&SqlState::SYNTAX_ERROR));
     }
     assert_eq!(db.stats().total.parses_sent, before + 2);
+    db.close().await;
+}
+
+pub async fn server_errors_are_read_through_typed_accessors<H: Harness>() {
+    let table = format!("err_fields_{}", H::name());
+    psql(&format!(
+        "CREATE TABLE IF NOT EXISTS {table} (id int CONSTRAINT {table}_pk PRIMARY KEY, \
+         note text NOT NULL); \
+         INSERT INTO {table} VALUES (1, 'x') ON CONFLICT DO NOTHING;"
+    ));
+    let db = client::<H>(|c| c.pipeline_size = 1).await;
+    let insert = format!("INSERT INTO {table} VALUES ($1::int4, $2::text)");
+    let e = db.execute(&insert, &[&1i32, &"y"]).await.unwrap_err();
+    let code = e.code().expect("a server error");
+    assert_eq!(*code, SqlState::UNIQUE_VIOLATION);
+    assert_eq!(code.class(), "23");
+    assert!(*code == "23505");
+    let db_err = e.as_db().expect("a server error");
+    assert_eq!(db_err.severity(), "ERROR");
+    assert_eq!(db_err.constraint(), Some(format!("{table}_pk").as_str()));
+    assert_eq!(db_err.table(), Some(table.as_str()));
+    assert_eq!(db_err.schema(), Some("public"));
+    assert!(
+        db_err
+            .detail()
+            .is_some_and(|d| d.contains("already exists")),
+        "{db_err}"
+    );
+    assert!(!db_err.is_fatal());
+    // A NOT NULL violation names the column.
+    let e = db
+        .execute(&insert, &[&2i32, &None::<&str>])
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(&SqlState::NOT_NULL_VIOLATION));
+    assert_eq!(e.as_db().and_then(|d| d.column()), Some("note"));
+    // A syntax error carries its position in the text.
+    let e = db.query("SELECT 1 + FROM", &[]).await.unwrap_err();
+    assert_eq!(e.code(), Some(&SqlState::SYNTAX_ERROR));
+    assert_eq!(e.as_db().and_then(|d| d.position()), Some(12));
     db.close().await;
 }
 
@@ -433,8 +475,8 @@ pub async fn close_drains_in_flight_work_then_refuses<H: Harness>() {
             H::spawn(async move { db.query_one(sql, &[&i]).await })
         })
         .collect();
-    // Let the tasks submit, then close while they are in flight.
-    H::sleep(Duration::from_millis(20)).await;
+    // Close while units are in flight.
+    wait_until::<H>(|| db.stats().total.in_flight > 0).await;
     db.close().await;
     let mut ok = 0;
     for t in tasks {
@@ -493,7 +535,7 @@ struct ProbeWaker {
 impl ProbeWaker {
     fn record(&self) {
         self.probe.wakes.fetch_add(1, Ordering::SeqCst);
-        if pgpipe::sched::in_driver_tick() {
+        if pgpipe::internals::in_driver_tick() {
             self.probe.violations.fetch_add(1, Ordering::SeqCst);
         }
     }

@@ -309,6 +309,18 @@ pub async fn psql_async<H: Harness>(sql: &str) -> String {
     }
 }
 
+/// Waits until the server shows backend `pid` running a statement whose text contains `needle`:
+/// synchronisation on the server's own view, not a guess of how long the client takes.
+pub async fn wait_running<H: Harness>(pid: i32, needle: &str) {
+    let sql = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE pid = {pid} AND state = 'active' \
+         AND position('{needle}' in query) > 0"
+    );
+    while psql_async::<H>(&sql).await.trim() != "1" {
+        H::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Polls `cond` every 20 ms (the test's limit bounds the wait).
 pub async fn wait_until<H: Harness>(cond: impl Fn() -> bool) {
     while !cond() {
@@ -355,6 +367,7 @@ suite! {
     tests {
         foundation::two_thousand_tasks_get_their_own_rows: 120,
         foundation::an_error_fails_only_its_own_unit: 60,
+        foundation::server_errors_are_read_through_typed_accessors: 60,
         foundation::dropped_futures_do_not_desynchronize_the_connection: 60,
         foundation::query_timeout_returns_control_and_keeps_the_pipeline_in_order: 60,
         foundation::terminated_backend_fails_its_units_with_typed_errors: 60,

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use pgpipe::Error;
+use pgpipe::{Error, SqlState};
 
 use crate::{client, key, psql, Harness};
 
@@ -189,7 +189,7 @@ pub async fn errors_and_drops_roll_back_and_the_connection_comes_back_clean<H: H
     let tx = db.transaction().await.unwrap();
     tx.execute(&insert(1), &[]).await.unwrap();
     let e = tx.execute("SELECT 1 / 0", &[]).await.unwrap_err();
-    assert_eq!(e.code(), Some("22012"));
+    assert_eq!(e.code(), Some(&SqlState::DIVISION_BY_ZERO));
     assert!(matches!(tx.commit().await, Err(Error::RolledBack)));
     // Dropped without commit.
     let tx = db.transaction().await.unwrap();
@@ -215,7 +215,7 @@ pub async fn errors_and_drops_roll_back_and_the_connection_comes_back_clean<H: H
     assert_eq!(r.get::<_, i64>(2), 0, "DISCARD ALL ran");
     // SAVEPOINT outside a transaction block is an error: the dropped transaction is gone.
     let e = s.batch_execute("SAVEPOINT probe").await.unwrap_err();
-    assert_eq!(e.code(), Some("25P01"), "{e}");
+    assert_eq!(e.code(), Some(&SqlState::NO_ACTIVE_SQL_TRANSACTION), "{e}");
     drop(s);
     // Savepoints nest and roll back on their own.
     let mut tx = db.transaction().await.unwrap();
@@ -297,7 +297,7 @@ pub async fn a_slow_query_does_not_stall_callers_routed_elsewhere<H: Harness>() 
             r
         })
     };
-    H::sleep(Duration::from_millis(100)).await;
+    crate::wait_until::<H>(|| db.stats().total.in_flight > 0).await;
     let started = std::time::Instant::now();
     for i in 0..200i32 {
         let r = db.query_one("SELECT $1::int4", &[&i]).await.unwrap();
@@ -367,7 +367,7 @@ pub async fn fast_units_are_not_routed_behind_a_known_slow_one<H: Harness>() {
             r
         })
     };
-    H::sleep(Duration::from_millis(100)).await;
+    crate::wait_until::<H>(|| db.stats().total.in_flight > 0).await;
     assert!(db.stats().connections.iter().any(|c| c.est_pending_ns > 0));
     // 60 fast units at once: by unit count, about a third would join the slow connection's
     // queue; by expected cost, all go to the other.
@@ -594,7 +594,7 @@ pub async fn abort_fails_everything_at_once<H: Harness>() {
             H::spawn(async move { db.query("SELECT pg_sleep($1::float8)", &[&3.0f64]).await })
         })
         .collect();
-    H::sleep(Duration::from_millis(100)).await;
+    crate::wait_until::<H>(|| db.stats().total.in_flight == 20).await;
     let started = std::time::Instant::now();
     db.abort();
     for t in tasks {
@@ -629,8 +629,15 @@ pub async fn commit_with_unknown_outcome_is_indeterminate_commit<H: Harness>() {
     tx.execute(&format!("INSERT INTO {t} VALUES (1)"), &[])
         .await
         .unwrap();
+    // Killed while the server runs the COMMIT (its deferred trigger sleeps 2 s).
     let killer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(500));
+        let running = format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = {pid} AND state = 'active' \
+             AND query = 'COMMIT'"
+        );
+        while psql(&running).trim() != "1" {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         psql(&format!("SELECT pg_terminate_backend({pid})"));
     });
     match tx.commit().await {
@@ -660,10 +667,10 @@ pub async fn abandoned_session_work_is_cancelled_within_a_bound<H: Harness>() {
         .await
         .unwrap()
         .get(0);
-    // Abandon a 30 s statement after 200 ms (its future is dropped), then the session.
+    // Abandon a 30 s statement once it runs (its future is dropped), then the session.
     let sleep = s.execute("SELECT pg_sleep(30)", &[]);
     let abandoned = futures_lite::future::or(async { Some(sleep.await) }, async {
-        H::sleep(Duration::from_millis(200)).await;
+        crate::wait_running::<H>(pid, "pg_sleep(30)").await;
         None
     })
     .await;
@@ -698,7 +705,7 @@ pub async fn abandoned_session_work_is_cancelled_within_a_bound<H: Harness>() {
     let call = format!("SELECT pg_temp.stubborn_{}()", H::name());
     let stubborn = s.execute(&call, &[]);
     let abandoned = futures_lite::future::or(async { Some(stubborn.await) }, async {
-        H::sleep(Duration::from_millis(200)).await;
+        crate::wait_running::<H>(pid, "stubborn_").await;
         None
     })
     .await;
@@ -755,7 +762,7 @@ pub async fn timeouts_free_resources<H: Harness>() {
         db.query_one("SELECT 5", &[]),
     )
     .await;
-    assert_eq!(slow.unwrap_err().code(), Some("57014"));
+    assert_eq!(slow.unwrap_err().code(), Some(&SqlState::QUERY_CANCELED));
     assert_eq!(fast.unwrap().get::<_, i32>(0), 5);
     let row = db
         .query_one("SELECT current_setting('statement_timeout')", &[])

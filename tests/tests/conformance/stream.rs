@@ -3,6 +3,7 @@
 //! usable.
 
 use crate::{client, key, Harness};
+use pgpipe::SqlState;
 
 pub async fn rows_stream_with_bounded_memory<H: Harness>() {
     let db = client::<H>(|c| c.pipeline_size = 1).await;
@@ -124,7 +125,7 @@ pub async fn dropped_or_failed_streams_leave_the_connection_usable<H: Harness>()
             None => panic!("the division by zero was not reported"),
         }
     };
-    assert_eq!(err.code(), Some("22012"), "{err}");
+    assert_eq!(err.code(), Some(&SqlState::DIVISION_BY_ZERO), "{err}");
     assert!(ok < 500, "{ok} rows before the error");
     assert!(stream.next().await.is_none());
     drop(stream);

@@ -24,7 +24,7 @@ use crate::proto::{StatementCache, UnitKind};
 use crate::row::Row;
 use crate::sched::{lock, DeferredWakes, Waiter};
 use crate::stats::Counters;
-use crate::Error;
+use crate::{Error, Reason};
 
 pub(crate) use mailbox::SpaceWaiter;
 pub(crate) use statements::{CacheEntry, CostTable, Prepare, PrepareError, Statement};
@@ -34,7 +34,7 @@ mod statements;
 
 /// The result of one executed unit.
 #[derive(Debug)]
-pub struct QueryResult {
+pub(crate) struct QueryResult {
     /// Rows returned.
     pub rows: Vec<Row>,
     /// Rows affected according to the command tag.
@@ -71,16 +71,12 @@ pub(crate) struct Queued {
 pub(crate) enum Status {
     Open,
     /// An on-demand connection closing because it sat unused: callers that still reach it get
-    /// `NotDispatched` with [`RETIRED`] and go elsewhere.
+    /// `NotDispatched` with [`Reason::retired`] and go elsewhere.
     Retiring,
     Closing,
     Closed,
-    Dead(Arc<str>),
+    Dead(Reason),
 }
-
-/// The `NotDispatched` reason of a unit that reached an on-demand connection as it was being
-/// retired: always retried elsewhere, whatever `retry_not_dispatched` says.
-pub(crate) const RETIRED: &str = "connection retired while idle";
 
 /// What a pipelined connection is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,7 +207,7 @@ impl ConnShared {
     ) -> Self {
         let c = ConnShared::new(mailbox_size, cache_size, costs, types);
         // A caller racing with a retirement may still reach the slot: it must be retried.
-        c.set_status(&mut lock(&c.state), Status::Dead(RETIRED.into()));
+        c.set_status(&mut lock(&c.state), Status::Dead(Reason::retired()));
         c.exited_flag.store(true, Release);
         c
     }
@@ -338,7 +334,7 @@ fn status_check(s: &Status) -> Result<(), Error> {
     match s {
         Status::Open => Ok(()),
         Status::Retiring => Err(Error::NotDispatched {
-            reason: RETIRED.into(),
+            reason: Reason::retired(),
         }),
         Status::Closing | Status::Closed => Err(Error::Closed),
         Status::Dead(reason) => Err(Error::NotDispatched {

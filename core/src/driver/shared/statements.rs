@@ -14,7 +14,7 @@ use crate::proto::timing::{fold_sample, Sampled, DEFAULT_COST_NS};
 use crate::proto::{encode, UnitKind};
 use crate::row::Column;
 use crate::sched::{lock, DeferredWakes, SharedWaiter};
-use crate::Error;
+use crate::{Error, Reason};
 
 /// A statement prepared on one connection.
 pub(crate) struct Statement {
@@ -116,8 +116,8 @@ impl CostTable {
 #[derive(Clone)]
 pub(crate) enum PrepareError {
     Db(Arc<crate::DbError>),
-    NotDispatched(Arc<str>),
-    Indeterminate(Arc<str>),
+    NotDispatched(Reason),
+    Indeterminate(Reason),
 }
 
 impl PrepareError {

@@ -17,7 +17,7 @@ use crate::proto::timing::Estimator;
 use crate::proto::{Handler, Outcome, SessionInfo};
 use crate::row::Column;
 use crate::sched::{lock, DeferredWakes};
-use crate::{DbError, Error};
+use crate::{DbError, Error, Reason};
 
 fn sub_saturating(c: &std::sync::atomic::AtomicU64, v: u64) {
     let _ = c.fetch_update(Relaxed, Relaxed, |x| Some(x.saturating_sub(v)));
@@ -29,7 +29,7 @@ pub(super) fn fail(
     shared: &ConnShared,
     token: Token,
     cost: u64,
-    reason: &Arc<str>,
+    reason: &Reason,
     dispatched: bool,
     wakes: &mut DeferredWakes,
 ) {
@@ -53,7 +53,7 @@ pub(super) fn fail(
 }
 
 /// The error of a unit whose connection died: never sent, or outcome unknown.
-fn lost(c: &crate::stats::Counters, reason: &Arc<str>, dispatched: bool) -> Error {
+fn lost(c: &crate::stats::Counters, reason: &Reason, dispatched: bool) -> Error {
     if dispatched {
         c.inc(&c.errors_indeterminate);
         Error::Indeterminate {
@@ -129,7 +129,7 @@ impl Handler<Sent> for Completer<'_> {
             Token::Prepare(p) => {
                 let r = match outcome {
                     Outcome::Prepared { params, columns } => Ok((params, columns)),
-                    Outcome::Failed(e) => Err(PrepareError::Db(Arc::new(e))),
+                    Outcome::Failed(e) => Err(PrepareError::Db(Arc::new(*e))),
                     Outcome::Rows { .. } => {
                         Ok((Vec::<Type>::new(), Arc::<[Column]>::from(Vec::new())))
                     }

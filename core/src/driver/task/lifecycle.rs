@@ -5,17 +5,16 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::{fail, ConnTask, Phase, Sent};
 use crate::driver::cancel::{Cancel, CANCEL_BOUND};
-use crate::driver::shared::{Status, RETIRED};
+use crate::driver::shared::Status;
 use crate::proto::SessionInfo;
 use crate::rt::Runtime;
 use crate::sched::lock;
-use crate::Error;
+use crate::{Error, Reason};
 
 impl<R: Runtime> ConnTask<R> {
     /// Polls the opening phase. `Ready(Ok)` once the connection is serving.
@@ -159,7 +158,7 @@ impl<R: Runtime> ConnTask<R> {
     /// (a caller that still reaches it is retried elsewhere); otherwise the service is closing.
     pub(super) fn closed_status(&self) -> Status {
         match lock(&self.shared.state).status {
-            Status::Retiring => Status::Dead(RETIRED.into()),
+            Status::Retiring => Status::Dead(Reason::retired()),
             _ => Status::Closed,
         }
     }
@@ -200,7 +199,7 @@ impl<R: Runtime> ConnTask<R> {
     /// Fails every unit: sent ones as `Indeterminate`, never-sent ones as `NotDispatched`.
     /// A shared connection then reconnects with backoff unless the service is closing.
     pub(super) fn die(&mut self, reason: String) -> Poll<()> {
-        let reason: Arc<str> = reason.into();
+        let reason = Reason::from(reason);
         let c = &self.shared.counters;
         c.inc(&c.errors_connection);
         self.fail_all(&reason);
@@ -218,7 +217,7 @@ impl<R: Runtime> ConnTask<R> {
 
     /// Marks the connection dead and fails every unit it holds: sent ones as `Indeterminate`
     /// (unless none of their bytes were written), queued ones as `NotDispatched`.
-    pub(super) fn fail_all(&mut self, reason: &Arc<str>) {
+    pub(super) fn fail_all(&mut self, reason: &Reason) {
         let queued = {
             let mut st = lock(&self.shared.state);
             self.shared

@@ -23,7 +23,7 @@ use crate::proto::timing::{Backoff, Estimator, HEAVY_WINDOW};
 use crate::proto::{Pipeline, SessionInfo};
 use crate::rt::Runtime;
 use crate::sched::{lock, DeferredWakes, TickGuard, Waiter};
-use crate::{DbError, Error};
+use crate::{DbError, Error, Reason};
 
 use deliver::{fail, Completer};
 
@@ -488,7 +488,7 @@ impl<R: Runtime> Drop for ConnTask<R> {
         // A runtime that drops the task without finishing it (shutdown) must not leave callers
         // waiting forever.
         if !matches!(self.phase, Phase::Done) {
-            let reason: Arc<str> = "connection task was dropped by its runtime".into();
+            let reason = Reason::from("connection task was dropped by its runtime");
             self.fail_all(&reason);
             if let Some(w) = self.opened.take() {
                 w.unblock(

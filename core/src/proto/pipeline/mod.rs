@@ -63,7 +63,7 @@ pub enum Outcome {
         columns: Arc<[Column]>,
     },
     /// The server rejected the unit; nothing else on the connection is affected.
-    Failed(DbError),
+    Failed(Box<DbError>),
 }
 
 /// The first word of a CommandComplete tag (`SELECT`, `INSERT`, `COMMIT`, `ROLLBACK`, ...),
@@ -136,7 +136,7 @@ struct InFlight<T> {
     rows: Vec<Row>,
     affected: u64,
     verb: Verb,
-    error: Option<DbError>,
+    error: Option<Box<DbError>>,
     params: Vec<Type>,
     columns: Option<Arc<[Column]>>,
 }
@@ -357,7 +357,7 @@ impl<T> Pipeline<T> {
                         Some(head) => {
                             head.rows = Vec::new();
                             if head.error.is_none() {
-                                head.error = Some(err);
+                                head.error = Some(Box::new(err));
                             }
                         }
                         None if err.is_fatal() => {}
@@ -494,13 +494,17 @@ pub fn parse_error_fields(mut body: &[u8]) -> DbError {
         match kind {
             b'V' => e.severity = value,
             b'S' => localized_severity = Some(value),
-            b'C' => e.code = value,
+            b'C' => e.code = crate::SqlState::from_server(value),
             b'M' => e.message = value,
             b'D' => e.detail = Some(value),
             b'H' => e.hint = Some(value),
             b'P' => e.position = value.parse().ok(),
-            b'n' => e.constraint = Some(value),
+            b'W' => e.where_ = Some(value),
+            b's' => e.schema = Some(value),
             b't' => e.table = Some(value),
+            b'c' => e.column = Some(value),
+            b'd' => e.datatype = Some(value),
+            b'n' => e.constraint = Some(value),
             _ => {}
         }
     }
