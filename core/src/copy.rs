@@ -10,94 +10,21 @@
 
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::driver::shared::{ConnShared, Token};
+use crate::driver::sinks::{CopyInShared, Sink, Source};
 use crate::proto::UnitKind;
 use crate::rt::Runtime;
-use crate::sched::{lock, DeferredWakes};
-use crate::stream::{Sink, Source};
 use crate::{Client, Error};
 
 /// Copy-in data is sent in CopyData messages of about this size.
 pub(crate) const CHUNK: usize = 64 * 1024;
 /// CopyData messages a copy-out buffers before the connection stops reading.
 const COPY_OUT_CAPACITY: usize = 256;
-
-/// The connection task's view of a COPY-in unit.
-#[derive(Default)]
-pub(crate) struct CopyInShared {
-    state: Mutex<CopyInState>,
-}
-
-#[derive(Default)]
-struct CopyInState {
-    /// The server answered CopyInResponse: it waits for data.
-    ready: bool,
-    end: Option<Result<u64, Error>>,
-    waker: Option<Waker>,
-}
-
-impl CopyInShared {
-    pub(crate) fn ready(&self, wakes: &mut DeferredWakes) {
-        let mut st = lock(&self.state);
-        st.ready = true;
-        if let Some(w) = st.waker.take() {
-            wakes.push(w);
-        }
-    }
-
-    pub(crate) fn finish(&self, end: Result<u64, Error>, wakes: &mut DeferredWakes) {
-        let mut st = lock(&self.state);
-        st.end = Some(end);
-        if let Some(w) = st.waker.take() {
-            wakes.push(w);
-        }
-    }
-
-    /// Ready once the server waits for data (`Ok(false)`) or the unit ended (`Ok(true)`).
-    fn poll_started(&self, cx: &mut Context<'_>) -> Poll<Result<bool, Error>> {
-        let mut st = lock(&self.state);
-        match &st.end {
-            Some(Err(_)) => match st.end.take() {
-                Some(Err(e)) => Poll::Ready(Err(e)),
-                _ => Poll::Ready(Ok(true)),
-            },
-            Some(Ok(_)) => Poll::Ready(Ok(true)),
-            None if st.ready => Poll::Ready(Ok(false)),
-            None => {
-                st.waker = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        }
-    }
-
-    fn poll_end(&self, cx: &mut Context<'_>) -> Poll<Result<u64, Error>> {
-        let mut st = lock(&self.state);
-        match st.end.take() {
-            Some(end) => Poll::Ready(end),
-            None => {
-                st.waker = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        }
-    }
-
-    /// An error that ended the unit early (the server rejected a row, or the connection died).
-    fn failed(&self) -> Option<Error> {
-        let mut st = lock(&self.state);
-        match st.end.take() {
-            Some(Err(e)) => Some(e),
-            other => {
-                st.end = other;
-                None
-            }
-        }
-    }
-}
 
 impl<R: Runtime> Client<R> {
     /// Starts `COPY ... FROM STDIN` on `conn`, returning once the server waits for data.

@@ -202,3 +202,28 @@ impl<T: Socket, U: Socket> Socket for Either<T, U> {
         }
     }
 }
+
+/// `fut`, or `Error::Timeout` once the runtime's clock reaches `deadline` (if any).
+pub(crate) async fn with_deadline<R: Runtime, T>(
+    rt: &R,
+    deadline: Option<Instant>,
+    fut: impl Future<Output = Result<T, crate::Error>>,
+) -> Result<T, crate::Error> {
+    match deadline {
+        None => fut.await,
+        Some(d) => {
+            let mut sleep = rt.sleep_until(d);
+            let mut fut = std::pin::pin!(fut);
+            futures_lite::future::poll_fn(|cx| {
+                if let Poll::Ready(r) = fut.as_mut().poll(cx) {
+                    return Poll::Ready(r);
+                }
+                match std::pin::Pin::new(&mut sleep).poll(cx) {
+                    Poll::Ready(_) => Poll::Ready(Err(crate::Error::Timeout)),
+                    Poll::Pending => Poll::Pending,
+                }
+            })
+            .await
+        }
+    }
+}

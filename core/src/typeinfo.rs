@@ -11,71 +11,19 @@
 //! type dropped and created again has a new OID, so it is simply looked up again.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::Instant;
 
 use postgres_types::{Field, Kind, Type};
 
-use crate::client::with_deadline;
 use crate::driver::shared::{ConnShared, Statement};
+use crate::driver::types::is_placeholder;
 use crate::row::Column;
+use crate::rt::with_deadline;
 use crate::rt::Runtime;
 use crate::sched::lock;
 use crate::{Client, Error};
-
-/// The resolved types of a client, by OID. Entries are small and types rarely number more than
-/// a few hundred, so the cache is not bounded.
-#[derive(Default)]
-pub(crate) struct TypeCache {
-    map: Mutex<HashMap<u32, Type>>,
-    /// `pg_type` lookups run (each unknown OID costs one, plus one for enum labels or fields).
-    pub(crate) lookups: AtomicU64,
-    /// The server has no multirange types (before PostgreSQL 14): use the query without them.
-    no_multirange: AtomicBool,
-}
-
-/// A type `postgres-types` does not know and the cache did not have: a placeholder from the
-/// protocol layer, to be looked up.
-pub(crate) fn is_placeholder(t: &Type) -> bool {
-    Type::from_oid(t.oid()).is_none() && t.schema().is_empty()
-}
-
-impl TypeCache {
-    /// `t`, or its cached resolution when `t` is a placeholder.
-    fn known(&self, t: &Type) -> Option<Type> {
-        if !is_placeholder(t) {
-            return Some(t.clone());
-        }
-        lock(&self.map).get(&t.oid()).cloned()
-    }
-
-    /// Replaces placeholders that the cache already resolved (called once per prepare, by the
-    /// connection task). Returns whether placeholders remain.
-    pub(crate) fn apply(&self, params: &mut [Type], columns: &mut Arc<[Column]>) -> bool {
-        let mut missing = false;
-        for p in params.iter_mut() {
-            match self.known(p) {
-                Some(t) => *p = t,
-                None => missing = true,
-            }
-        }
-        if columns.iter().any(|c| is_placeholder(c.type_())) {
-            let fixed: Vec<Column> = columns
-                .iter()
-                .map(|c| match self.known(c.type_()) {
-                    Some(t) => Column::new(c.name().to_owned(), t),
-                    None => {
-                        missing = true;
-                        c.clone()
-                    }
-                })
-                .collect();
-            *columns = Arc::from(fixed);
-        }
-        missing
-    }
-}
 
 /// One row of the `pg_type` lookup.
 struct TypeRow {

@@ -1,7 +1,6 @@
 //! The connection service callers use: `pipeline_size` pipelined connections behind one handle,
 //! and up to `max_connections` when slow statements or saturating server work call for more.
 
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed, Ordering::Release};
 use std::sync::Arc;
 use std::task::Poll;
@@ -13,14 +12,14 @@ use crate::driver::open::Endpoint;
 use crate::driver::shared::{
     nanos, ConnShared, CostTable, QueryResult, QueryWaiter, Role, Statement,
 };
+use crate::driver::types::TypeCache;
 use crate::driver::ConnTask;
 use crate::exclusive::{reset_ok, Checkout, Held, Pinned};
 use crate::guard::Guard;
 use crate::proto::encode;
-use crate::rt::{Runtime, Spawn};
+use crate::rt::{with_deadline, Runtime, Spawn};
 use crate::sched::Waiter;
 use crate::stats::Stats;
-use crate::typeinfo::TypeCache;
 use crate::{Config, Error, Row};
 
 use on_demand::{open_on_demand, spawn_connection};
@@ -588,30 +587,6 @@ async fn wait<R: Runtime>(
         futures_lite::future::poll_fn(|cx| w.poll_block(cx)),
     )
     .await
-}
-
-pub(crate) async fn with_deadline<R: Runtime, T>(
-    rt: &R,
-    deadline: Option<Instant>,
-    fut: impl Future<Output = Result<T, Error>>,
-) -> Result<T, Error> {
-    match deadline {
-        None => fut.await,
-        Some(d) => {
-            let mut sleep = rt.sleep_until(d);
-            let mut fut = std::pin::pin!(fut);
-            futures_lite::future::poll_fn(|cx| {
-                if let Poll::Ready(r) = fut.as_mut().poll(cx) {
-                    return Poll::Ready(r);
-                }
-                match std::pin::Pin::new(&mut sleep).poll(cx) {
-                    Poll::Ready(_) => Poll::Ready(Err(Error::Timeout)),
-                    Poll::Pending => Poll::Pending,
-                }
-            })
-            .await
-        }
-    }
 }
 
 /// The server's errors for a prepared statement that a schema change invalidated: its types

@@ -4,13 +4,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{with_deadline, Adapter, Client, Opened};
+use super::{Adapter, Client, Opened};
 use crate::driver::open::Endpoint;
 use crate::driver::shared::{ConnShared, CostTable, Role};
+use crate::driver::types::TypeCache;
 use crate::driver::ConnTask;
+use crate::rt::with_deadline;
 use crate::rt::Runtime;
 use crate::sched::Waiter;
-use crate::typeinfo::TypeCache;
 use crate::Error;
 
 /// How long on-demand connections are not tried after one failed to open.

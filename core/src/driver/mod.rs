@@ -3,8 +3,10 @@
 pub(crate) mod cancel;
 pub(crate) mod open;
 pub(crate) mod shared;
+pub(crate) mod sinks;
 pub(crate) mod task;
 pub(crate) mod transport;
+pub(crate) mod types;
 
 pub use shared::Notification;
 pub use task::ConnTask;

@@ -77,7 +77,7 @@ impl ConnShared {
         &self,
         stmt: &Arc<Statement>,
         params: encode::Params<'_>,
-        sink: &Arc<crate::stream::RowSink>,
+        sink: &Arc<crate::driver::sinks::RowSink>,
     ) -> Result<bool, Error> {
         let r = self
             .with_room(|st| {

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8};
 use std::sync::{Arc, Mutex};
 
-use crate::typeinfo::TypeCache;
+use crate::driver::types::TypeCache;
 use std::task::Waker;
 
 use bytes::BytesMut;
@@ -49,9 +49,9 @@ pub(crate) type QueryWaiter = Waiter<Result<QueryResult, Error>>;
 pub(crate) enum Token {
     Query(Arc<QueryWaiter>),
     Prepare(Arc<Prepare>),
-    Stream(Arc<crate::stream::RowSink>),
-    CopyOut(Arc<crate::stream::Sink<bytes::Bytes>>),
-    CopyIn(Arc<crate::copy::CopyInShared>),
+    Stream(Arc<crate::driver::sinks::RowSink>),
+    CopyOut(Arc<crate::driver::sinks::Sink<bytes::Bytes>>),
+    CopyIn(Arc<crate::driver::sinks::CopyInShared>),
     /// COPY data: written and never answered, so nobody waits on it.
     Data,
 }
