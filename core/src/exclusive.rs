@@ -103,7 +103,7 @@ impl Pinned {
     /// and for how long the longest holder has had one.
     pub(crate) fn timed_out(&self, waited: Duration, now: Instant) -> Error {
         let st = lock(&self.state);
-        Error::CheckoutTimeout {
+        let e = Error::CheckoutTimeout {
             waited,
             held: st.holders.len(),
             pinned: self.max,
@@ -112,7 +112,9 @@ impl Pinned {
                 .iter()
                 .map(|(_, _, _, since)| now.saturating_duration_since(*since))
                 .max(),
-        }
+        };
+        crate::observe::checkout_timed_out(&e);
+        e
     }
 
     /// Returns a held connection: queue its reset and put it back, or close it if it is dead

@@ -26,6 +26,7 @@ mod driver;
 pub mod error;
 mod exclusive;
 pub mod guard;
+mod observe;
 mod proto;
 pub mod row;
 pub mod rt;

@@ -132,17 +132,23 @@ impl<R: Runtime> Exclusive<R> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<crate::driver::shared::QueryResult, Error> {
-        crate::proto::encode::check_input(sql, params.len())?;
-        let deadline = self.client.deadline();
-        self.client
-            .run_on(&self.held.conn, sql, params, deadline)
-            .await
+        let op = async {
+            crate::proto::encode::check_input(sql, params.len())?;
+            let deadline = self.client.deadline();
+            self.client
+                .run_on(&self.held.conn, sql, params, deadline)
+                .await
+        };
+        self.client.observed(sql, op).await
     }
 
     async fn simple(&self, sql: &str) -> Result<crate::driver::shared::QueryResult, Error> {
-        let w = self.held.conn.submit_simple_now(sql)?;
-        let deadline: Option<Instant> = self.client.deadline();
-        self.client.wait_for(deadline, &w).await
+        let op = async {
+            let w = self.held.conn.submit_simple_now(sql)?;
+            let deadline: Option<Instant> = self.client.deadline();
+            self.client.wait_for(deadline, &w).await
+        };
+        self.client.observed(sql, op).await
     }
 }
 

@@ -243,22 +243,25 @@ impl<R: Runtime> Client<R> {
         sql: &str,
         params: &[(&(dyn ToSql + Sync), Type)],
     ) -> Result<Vec<Row>, Error> {
-        encode::check_input(sql, params.len())?;
-        let deadline = self.deadline();
-        let mut attempts = 0;
-        loop {
-            let conn = self.route(deadline).await?;
-            let r = async {
-                let w =
-                    with_deadline(&self.inner.rt, deadline, conn.submit_typed(sql, params)).await?;
-                wait(&self.inner.rt, deadline, &w).await
+        let op = async {
+            self.admit(sql, params.len())?;
+            let deadline = self.deadline();
+            let mut attempts = 0;
+            loop {
+                let conn = self.route(deadline).await?;
+                let r = async {
+                    let w = with_deadline(&self.inner.rt, deadline, conn.submit_typed(sql, params))
+                        .await?;
+                    wait(&self.inner.rt, deadline, &w).await
+                }
+                .await;
+                match self.retry_or_return(conn, r, &mut attempts) {
+                    Some(r) => return self.complete_rows(conn, r?.rows, deadline).await,
+                    None => continue,
+                }
             }
-            .await;
-            match self.retry_or_return(conn, r, &mut attempts) {
-                Some(r) => return self.complete_rows(conn, r?.rows, deadline).await,
-                None => continue,
-            }
-        }
+        };
+        crate::observe::operation(&self.inner.rt, &self.inner.cfg, sql, op).await
     }
 
     /// Counters of every pipelined slot (the `pipeline_size` kept open first, then those opened
@@ -378,7 +381,10 @@ impl<R: Runtime> Client<R> {
     /// Checks a shared-path statement before anything is sent: input limits, then the guard.
     fn admit(&self, sql: &str, n_params: usize) -> Result<(), Error> {
         encode::check_input(sql, n_params)?;
-        self.inner.guard.check(sql).map_err(Error::Refused)
+        self.inner.guard.check(sql).map_err(|r| {
+            crate::observe::refused(&r.reason);
+            Error::Refused(r)
+        })
     }
 
     pub(crate) async fn typed_on(
@@ -388,10 +394,22 @@ impl<R: Runtime> Client<R> {
         params: &[(&(dyn ToSql + Sync), Type)],
         deadline: Option<Instant>,
     ) -> Result<QueryResult, Error> {
-        let w = with_deadline(&self.inner.rt, deadline, conn.submit_typed(sql, params)).await?;
-        let mut r = self.wait_for(deadline, &w).await?;
-        r.rows = self.complete_rows(conn, r.rows, deadline).await?;
-        Ok(r)
+        let op = async {
+            let w = with_deadline(&self.inner.rt, deadline, conn.submit_typed(sql, params)).await?;
+            let mut r = self.wait_for(deadline, &w).await?;
+            r.rows = self.complete_rows(conn, r.rows, deadline).await?;
+            Ok(r)
+        };
+        crate::observe::operation(&self.inner.rt, &self.inner.cfg, sql, op).await
+    }
+
+    /// `fut`, one public operation on `sql`, inside its span and metrics (`crate::observe`).
+    pub(crate) async fn observed<T>(
+        &self,
+        sql: &str,
+        fut: impl std::future::Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        crate::observe::operation(&self.inner.rt, &self.inner.cfg, sql, fut).await
     }
 
     pub(crate) async fn wait_for(
@@ -418,16 +436,19 @@ impl<R: Runtime> Client<R> {
     }
 
     async fn run(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<QueryResult, Error> {
-        self.admit(sql, params.len())?;
-        let deadline = self.deadline();
-        let mut attempts = 0;
-        loop {
-            let conn = self.route(deadline).await?;
-            let (used, r) = self.attempt(conn, sql, params, deadline).await;
-            if let Some(r) = self.retry_or_return(used, r, &mut attempts) {
-                return r;
+        let op = async {
+            self.admit(sql, params.len())?;
+            let deadline = self.deadline();
+            let mut attempts = 0;
+            loop {
+                let conn = self.route(deadline).await?;
+                let (used, r) = self.attempt(conn, sql, params, deadline).await;
+                if let Some(r) = self.retry_or_return(used, r, &mut attempts) {
+                    return r;
+                }
             }
-        }
+        };
+        crate::observe::operation(&self.inner.rt, &self.inner.cfg, sql, op).await
     }
 
     /// One try on the shared path: the statement is looked up on the routed connection, which

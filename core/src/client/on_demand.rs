@@ -56,6 +56,7 @@ impl<R: Runtime> Client<R> {
             .iter()
             .find(|c| c.reserve(role, &inner.closing))?;
         c.counters.inc(&c.counters.opened_on_demand);
+        crate::observe::on_demand_opened(c.role_name());
         Some((c, (inner.open_fn)(&inner.rt, &inner.cfg, c)))
     }
 }
@@ -73,6 +74,7 @@ pub(super) fn spawn_connection<R: Adapter>(
         cfg.statement_cache_size,
         costs.clone(),
         types.clone(),
+        exclusive,
     ));
     let opened = start_task(rt, cfg, &shared, exclusive);
     (shared, opened)

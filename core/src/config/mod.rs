@@ -95,6 +95,9 @@ pub struct Config {
     /// How long an on-demand connection may sit unused before it is closed
     /// (`idle_timeout_ms`, default 2000).
     pub idle_timeout: Duration,
+    /// With the `tracing` feature: record each statement's text in its span's `db.query.text`
+    /// (off by default: statement texts can carry data an operator should not collect).
+    pub trace_sql: bool,
 }
 
 impl Default for Config {
@@ -127,6 +130,7 @@ impl Default for Config {
             slow_threshold: Duration::from_micros(2000),
             max_queue_work: Duration::from_micros(10_000),
             idle_timeout: Duration::from_millis(2000),
+            trace_sql: false,
         }
     }
 }
@@ -162,6 +166,7 @@ impl fmt::Debug for Config {
             .field("slow_threshold", &self.slow_threshold)
             .field("max_queue_work", &self.max_queue_work)
             .field("idle_timeout", &self.idle_timeout)
+            .field("trace_sql", &self.trace_sql)
             .finish()
     }
 }

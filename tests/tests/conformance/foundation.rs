@@ -38,7 +38,9 @@ pub async fn two_thousand_tasks_get_their_own_rows<H: Harness>() {
     assert_eq!(s.open_base, 2);
     assert_eq!(s.total.ready_per_unit(), 1.0, "{s:?}");
     assert!(s.total.units_completed >= 20_000);
-    assert!(s.total.units_per_readable() > 2.0, "no batching: {s:?}");
+    // Without pipelining every readable carries at most one unit; how many more it carries
+    // depends on the machine's load, so the bound only proves batching happened.
+    assert!(s.total.units_per_readable() > 1.2, "no batching: {s:?}");
     assert!(s.total.writes_per_unit() < 1.0, "{s:?}");
     eprintln!(
         "{}: units_per_readable={:.2} writes_per_unit={:.3} in_flight_peak={}",

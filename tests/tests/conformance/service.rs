@@ -33,7 +33,18 @@ pub async fn a_refused_statement_never_reaches_the_server<H: Harness>() {
             }
             other => panic!("{sql}: expected a refusal, got {other:?}"),
         }
+        // The typed path (caller-supplied parameter types) is the shared path too.
+        match db.query_typed(&sql, &[]).await {
+            Err(Error::Refused(_)) => {}
+            other => panic!("{sql} (typed): expected a refusal, got {other:?}"),
+        }
     }
+    // search_path is not reported by the server, so only the guard can keep it off.
+    let e = db
+        .query_typed("SET search_path TO pg_catalog", &[])
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Refused(_)), "{e:?}");
     assert_eq!(db.stats().total.bytes_out, before, "nothing was sent");
     let seen = psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'leak'");
     assert_eq!(seen.trim(), "0");

@@ -158,6 +158,8 @@ pub(crate) struct ConnShared {
     /// The task's last pump stopped at the in-flight work limit with units still queued: the
     /// backend has a full share of server work and more is waiting (the overflow signal).
     pub(crate) work_bound: AtomicBool,
+    /// A session/transaction connection (set at creation).
+    exclusive: bool,
 }
 
 impl ConnShared {
@@ -166,6 +168,7 @@ impl ConnShared {
         cache_size: usize,
         costs: Arc<CostTable>,
         types: Arc<TypeCache>,
+        exclusive: bool,
     ) -> ConnShared {
         ConnShared {
             costs,
@@ -195,6 +198,7 @@ impl ConnShared {
             mailbox_size,
             role: AtomicU8::new(Role::Base as u8),
             work_bound: AtomicBool::new(false),
+            exclusive,
         }
     }
 
@@ -205,7 +209,7 @@ impl ConnShared {
         costs: Arc<CostTable>,
         types: Arc<TypeCache>,
     ) -> Self {
-        let c = ConnShared::new(mailbox_size, cache_size, costs, types);
+        let c = ConnShared::new(mailbox_size, cache_size, costs, types, false);
         // A caller racing with a retirement may still reach the slot: it must be retried.
         c.set_status(&mut lock(&c.state), Status::Dead(Reason::retired()));
         c.exited_flag.store(true, Release);
@@ -256,9 +260,21 @@ impl ConnShared {
 
     /// Changes the status (the caller holds the state lock).
     pub(crate) fn set_status(&self, st: &mut State, status: Status) {
-        self.open_flag
-            .store(matches!(status, Status::Open), Relaxed);
+        let open = matches!(status, Status::Open);
+        if self.open_flag.swap(open, Relaxed) != open {
+            crate::observe::connection_open(self.role_name(), open);
+        }
         st.status = status;
+    }
+
+    /// What the connection is for, as metrics and traces name it.
+    pub(crate) fn role_name(&self) -> &'static str {
+        match (self.exclusive, self.role()) {
+            (true, _) => "exclusive",
+            (false, Role::Base) => "base",
+            (false, Role::Lane) => "lane",
+            (false, Role::Overflow) => "overflow",
+        }
     }
 
     pub(crate) fn has_exited(&self) -> bool {

@@ -87,6 +87,7 @@ impl<R: Runtime> ConnTask<R> {
             None => {
                 let c = &self.shared.counters;
                 c.inc(&c.reconnects);
+                crate::observe::reconnected(self.shared.role_name());
             }
         }
         // A reconnect must not resurrect a connection the service is closing.
@@ -108,6 +109,9 @@ impl<R: Runtime> ConnTask<R> {
             self.cancel_bound = Some((until, deadline));
             if let Some(key) = self.session.backend_key {
                 self.cancel = Cancel::start(&self.rt, &self.cfg.target, key, &self.cfg.cancels);
+                if self.cancel.is_some() {
+                    crate::observe::cancel_sent();
+                }
             }
         }
         // Finished before the request went out: no need to send it. Once sent, it is driven
@@ -193,6 +197,7 @@ impl<R: Runtime> ConnTask<R> {
         self.shared.set_status(&mut st, Status::Retiring);
         let c = &self.shared.counters;
         c.inc(&c.retired_idle);
+        crate::observe::retired(self.shared.role_name());
         true
     }
 
@@ -200,6 +205,7 @@ impl<R: Runtime> ConnTask<R> {
     /// A shared connection then reconnects with backoff unless the service is closing.
     pub(super) fn die(&mut self, reason: String) -> Poll<()> {
         let reason = Reason::from(reason);
+        crate::observe::connection_lost(self.shared.role_name(), &reason);
         let c = &self.shared.counters;
         c.inc(&c.errors_connection);
         self.fail_all(&reason);
