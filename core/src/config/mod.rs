@@ -95,6 +95,12 @@ pub struct Config {
     /// How long an on-demand connection may sit unused before it is closed
     /// (`idle_timeout_ms`, default 2000).
     pub idle_timeout: Duration,
+    /// A connection that has waited this long for the server with work in flight, hearing
+    /// nothing, is checked from a second, short connection (`health_check_ms`, default 10000;
+    /// 0 turns it off): if the server's view of its backend (`pg_stat_activity`) is gone or
+    /// idle, the connection is half-open, and is closed with its units failed as the bytes
+    /// written say (see `docs/DESIGN.md`). A backend still running keeps it.
+    pub health_check: Option<Duration>,
     /// With the `tracing` feature: record each statement's text in its span's `db.query.text`
     /// (off by default: statement texts can carry data an operator should not collect).
     pub trace_sql: bool,
@@ -130,6 +136,7 @@ impl Default for Config {
             slow_threshold: Duration::from_micros(2000),
             max_queue_work: Duration::from_micros(10_000),
             idle_timeout: Duration::from_millis(2000),
+            health_check: Some(Duration::from_secs(10)),
             trace_sql: false,
         }
     }
@@ -166,6 +173,7 @@ impl fmt::Debug for Config {
             .field("slow_threshold", &self.slow_threshold)
             .field("max_queue_work", &self.max_queue_work)
             .field("idle_timeout", &self.idle_timeout)
+            .field("health_check", &self.health_check)
             .field("trace_sql", &self.trace_sql)
             .finish()
     }

@@ -83,6 +83,7 @@ pub(crate) const KEYWORDS: &[Keyword] = &[
     kw("idle_timeout_ms", None),
     kw("checkout_timeout_ms", None),
     kw("shared_statement_timeout_ms", None),
+    kw("health_check_ms", None),
 ];
 
 /// Position of `name` in [`KEYWORDS`].
@@ -275,6 +276,10 @@ impl Config {
             "checkout_timeout_ms" => {
                 let ms: u64 = num(key, v)?;
                 self.checkout_timeout = (ms > 0).then(|| Duration::from_millis(ms));
+            }
+            "health_check_ms" => {
+                let ms: u64 = num(key, v)?;
+                self.health_check = (ms > 0).then(|| Duration::from_millis(ms));
             }
             "shared_statement_timeout_ms" => {
                 let ms: u64 = num(key, v)?;

@@ -5,7 +5,9 @@
 //! Nothing here reads a clock. The connection task passes the runtime's `now` into each call,
 //! in this order within one tick: [`Estimator::unit_done`] for every unit a drain completes,
 //! then [`Estimator::end_drain`]; [`Estimator::admits`] and [`Estimator::sent`] for every unit
-//! the pump moves; [`Estimator::idle_due`] when the pipeline is empty. So every rule is tested
+//! the pump moves; [`Estimator::idle_due`] when the pipeline is empty; [`Silence::heard`]
+//! after each drain, [`Silence::busy`] when the pump moves units, [`Silence::quiet`] when
+//! the pipeline is empty and [`Silence::due`] to arm the half-open check. So every rule is tested
 //! with made-up instants, without sockets or sleeps.
 
 use std::time::{Duration, Instant};
@@ -218,6 +220,38 @@ impl Backoff {
         let delay = self.next;
         self.next = (self.next * 2).min(Self::MAX);
         delay
+    }
+}
+
+/// How long a connection with work in flight has heard nothing from the server: after
+/// `health_check` of it, the task asks the server whether the connection is half-open
+/// (`driver/health.rs`). Bytes heard restart the wait; so does an inconclusive check.
+#[derive(Debug, Default)]
+pub(crate) struct Silence {
+    since: Option<Instant>,
+}
+
+impl Silence {
+    /// Units went out: if none were waiting before, the wait starts now.
+    pub(crate) fn busy(&mut self, now: Instant) {
+        self.since.get_or_insert(now);
+    }
+
+    /// The server said something (or a check found it working): the wait restarts.
+    pub(crate) fn heard(&mut self, now: Instant) {
+        if let Some(since) = &mut self.since {
+            *since = now;
+        }
+    }
+
+    /// Nothing waits for the server: there is no silence to measure.
+    pub(crate) fn quiet(&mut self) {
+        self.since = None;
+    }
+
+    /// When the connection should be checked, if it is waiting for the server.
+    pub(crate) fn due(&self, after: Duration) -> Option<Instant> {
+        self.since.map(|s| s + after)
     }
 }
 
@@ -441,5 +475,26 @@ mod tests {
         assert!(b.after_failure(true) >= Duration::from_secs(30));
         b.reset();
         assert_eq!(b.after_failure(false), Duration::from_millis(50));
+    }
+
+    #[test]
+    fn silence_counts_from_the_last_sound_while_busy() {
+        let base = Instant::now();
+        let check = Duration::from_millis(100);
+        let mut s = Silence::default();
+        // Bytes heard while idle do not start a wait.
+        s.heard(at(base, 5_000));
+        assert_eq!(s.due(check), None);
+        s.busy(at(base, 10_000));
+        assert_eq!(s.due(check), Some(at(base, 110_000)));
+        // More units going out do not move the start: the oldest wait counts.
+        s.busy(at(base, 50_000));
+        assert_eq!(s.due(check), Some(at(base, 110_000)));
+        s.heard(at(base, 90_000));
+        assert_eq!(s.due(check), Some(at(base, 190_000)));
+        s.quiet();
+        assert_eq!(s.due(check), None);
+        s.busy(at(base, 300_000));
+        assert_eq!(s.due(check), Some(at(base, 400_000)));
     }
 }

@@ -13,6 +13,7 @@
 
 mod connecting;
 mod copy;
+mod faults;
 mod foundation;
 mod reset;
 mod runtime;
@@ -410,6 +411,9 @@ suite! {
         copy::abandoned_and_rejected_copies_leave_the_connection_usable: 60,
         copy::binary_copy_round_trips_typed_rows: 120,
         values::every_representable_type_round_trips: 120,
+        faults::a_half_open_connection_is_found_and_replaced: 60,
+        faults::a_long_statement_is_not_mistaken_for_a_dead_connection: 60,
+        faults::a_connection_cut_mid_message_fails_its_units_truthfully: 60,
     }
 }
 

@@ -166,6 +166,10 @@ const ACCEPTED: &[(&str, Check)] = &[
     ("shared_statement_timeout_ms=1500", |c| {
         c.shared_statement_timeout == Some(Duration::from_millis(1500))
     }),
+    ("health_check_ms=750", |c| {
+        c.health_check == Some(Duration::from_millis(750))
+    }),
+    ("health_check_ms=0", |c| c.health_check.is_none()),
 ];
 
 /// The keyword/value string as URL query parameters.

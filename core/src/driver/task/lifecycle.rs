@@ -8,8 +8,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use super::{fail, ConnTask, Phase, Sent};
+use super::{fail, ConnTask, Health, Phase, Sent};
 use crate::driver::cancel::{Cancel, CANCEL_BOUND};
+use crate::driver::health::{Probe, Verdict};
 use crate::driver::shared::Status;
 use crate::proto::SessionInfo;
 use crate::rt::Runtime;
@@ -140,6 +141,64 @@ impl<R: Runtime> ConnTask<R> {
         Ok(())
     }
 
+    /// The half-open check (`driver/health.rs`): after `health_check` of silence with work in
+    /// flight, ask the server about the backend. `Err` when the connection is half-open.
+    pub(super) fn check_health(&mut self, cx: &mut Context<'_>) -> Result<(), String> {
+        let Some(after) = self.cfg.health_check else {
+            return Ok(());
+        };
+        // A paused stream is silent by our choice, not the server's.
+        if self.pipeline.is_empty() || self.pipeline.is_paused() {
+            self.silence.quiet();
+            self.health = Health::Idle;
+            return Ok(());
+        }
+        loop {
+            let due = self.silence.due(after);
+            match &mut self.health {
+                Health::Idle => match due {
+                    Some(due) => self.health = Health::Waiting(due, self.rt.sleep_until(due)),
+                    // In flight since before the pump read the clock (a reconnect's backlog).
+                    None => self.silence.busy(self.rt.now()),
+                },
+                Health::Waiting(at, sleep) => {
+                    if Pin::new(sleep).poll(cx).is_pending() {
+                        return Ok(());
+                    }
+                    let due = due.unwrap_or(*at);
+                    if self.rt.now() < due {
+                        // Heard from since the timer was armed: wait from the last sound.
+                        self.health = Health::Waiting(due, self.rt.sleep_until(due));
+                        continue;
+                    }
+                    let Some((pid, _)) = self.session.backend_key else {
+                        // The server named no backend: there is nothing to ask about.
+                        self.silence.heard(self.rt.now());
+                        self.health = Health::Idle;
+                        continue;
+                    };
+                    let probe = Probe::start(&self.rt, &self.cfg, pid, after / 2);
+                    self.health = Health::Probing(Box::new(probe), Some(due));
+                }
+                Health::Probing(_, began) if *began != due => {
+                    // A byte arrived during the check: the connection lives.
+                    self.health = Health::Idle;
+                }
+                Health::Probing(probe, _) => match probe.poll(cx, &self.rt, &self.cfg) {
+                    Poll::Pending => return Ok(()),
+                    Poll::Ready(Verdict::HalfOpen(reason)) => {
+                        self.health = Health::Idle;
+                        return Err(reason);
+                    }
+                    Poll::Ready(Verdict::Alive | Verdict::Unknown) => {
+                        self.silence.heard(self.rt.now());
+                        self.health = Health::Idle;
+                    }
+                },
+            }
+        }
+    }
+
     /// Graceful end: everything accepted has completed; say Terminate and close the socket.
     pub(super) fn close(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if !self.terminating {
@@ -212,6 +271,8 @@ impl<R: Runtime> ConnTask<R> {
         self.socket = None;
         self.rbuf.clear();
         self.wbuf.clear();
+        self.silence.quiet();
+        self.health = Health::Idle;
         // On-demand connections are not reconnected: the service opens one again when needed.
         let stopping = self.shared.abort_flag.load(Relaxed) || self.exclusive || self.on_demand();
         if stopping {

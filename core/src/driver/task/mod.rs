@@ -16,10 +16,11 @@ use std::time::Instant;
 use bytes::{Buf, BytesMut};
 
 use crate::driver::cancel::Cancel;
+use crate::driver::health::Probe;
 use crate::driver::open::{Endpoint, Opening};
 use crate::driver::shared::{nanos, ConnShared, Role, Statement, Status, Token};
 use crate::driver::transport::{Transport, MAX_RECORD};
-use crate::proto::timing::{Backoff, Estimator, HEAVY_WINDOW};
+use crate::proto::timing::{Backoff, Estimator, Silence, HEAVY_WINDOW};
 use crate::proto::{Pipeline, SessionInfo};
 use crate::rt::Runtime;
 use crate::sched::{lock, DeferredWakes, TickGuard, Waiter};
@@ -46,6 +47,17 @@ struct Sent {
     stmt: Option<Arc<Statement>>,
     /// When the unit was handed to the write buffer (the runtime's clock).
     sent_at: Instant,
+}
+
+/// The half-open check of a connection with work in flight (`driver/health.rs`).
+enum Health<R: Runtime> {
+    /// No timer armed.
+    Idle,
+    /// The check is due at this instant; the timer fires then.
+    Waiting(Instant, R::Sleep),
+    /// Asking the server; the silence's due time when the check began (a byte heard since
+    /// makes the check moot).
+    Probing(Box<Probe<R>>, Option<Instant>),
 }
 
 /// Where the task is in a connection's life.
@@ -99,6 +111,9 @@ pub struct ConnTask<R: Runtime> {
     /// ReadyForQuery count that means the abandoned units are done, and its deadline).
     cancel: Option<Cancel<R>>,
     cancel_bound: Option<(u64, R::Sleep)>,
+    /// How long the server has been silent with work in flight, and the check it leads to.
+    silence: Silence,
+    health: Health<R>,
 }
 
 impl<R: Runtime> ConnTask<R> {
@@ -136,6 +151,8 @@ impl<R: Runtime> ConnTask<R> {
             queue_left: false,
             cancel: None,
             cancel_bound: None,
+            silence: Silence::default(),
+            health: Health::Idle,
         }
     }
 
@@ -163,7 +180,15 @@ impl<R: Runtime> ConnTask<R> {
             true => false,
             false => match self.read(cx) {
                 Ok(more) => more,
-                Err(reason) => return self.die(reason),
+                Err(reason) => {
+                    // Answers that arrived with the end of the stream still complete their
+                    // units; only what the end cut off is failed.
+                    let _ = self.drain();
+                    if !matches!(self.phase, Phase::Running) {
+                        return self.stopped();
+                    }
+                    return self.die(reason);
+                }
             },
         };
         if let Err(v) = self.drain() {
@@ -171,11 +196,7 @@ impl<R: Runtime> ConnTask<R> {
         }
         if !matches!(self.phase, Phase::Running) {
             // The drain found a reason to stop (backstop); die() already ran.
-            return if matches!(self.phase, Phase::Done) {
-                Poll::Ready(())
-            } else {
-                Poll::Pending
-            };
+            return self.stopped();
         }
         if self.exclusive {
             if let Err(reason) = self.cancel_abandoned(cx) {
@@ -184,6 +205,9 @@ impl<R: Runtime> ConnTask<R> {
         }
         let idle_closing = self.pump(cx);
         if let Err(reason) = self.write(cx) {
+            return self.die(reason);
+        }
+        if let Err(reason) = self.check_health(cx) {
             return self.die(reason);
         }
         if idle_closing || (self.on_demand() && self.retire_if_idle(cx)) {
@@ -196,6 +220,14 @@ impl<R: Runtime> ConnTask<R> {
             cx.waker().wake_by_ref();
         }
         Poll::Pending
+    }
+
+    /// What a tick returns once the connection stopped serving: done, or backing off.
+    fn stopped(&self) -> Poll<()> {
+        match self.phase {
+            Phase::Done => Poll::Ready(()),
+            _ => Poll::Pending,
+        }
     }
 
     /// Reads until the socket would block or the budget is spent. `Ok(true)`: budget spent.
@@ -251,6 +283,7 @@ impl<R: Runtime> ConnTask<R> {
         let done = self.pipeline.drain(&mut self.rbuf, &mut h);
         let (leaked, now) = (h.leaked.take(), h.now);
         self.est.end_drain(now, self.pipeline.is_empty());
+        self.silence.heard(now);
         let done = done?;
         if done > 0 {
             self.shared
@@ -375,6 +408,7 @@ impl<R: Runtime> ConnTask<R> {
         if moved > 0 {
             if let Some(now) = now {
                 self.last_active = now;
+                self.silence.busy(now);
             }
             // Under the lock, so the gauge never counts a unit as both queued and in flight.
             c.queued.fetch_sub(moved as u64, Relaxed);

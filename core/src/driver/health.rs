@@ -1,0 +1,309 @@
+//! The half-open check: asking the server, from a second connection, whether a silent
+//! connection's backend is still working on its units.
+//!
+//! A connection whose peer went silent (a dropped NAT entry, a stalled middlebox, a partition)
+//! can look healthy to TCP for a long time: keepalives and `tcp_user_timeout` catch a peer that
+//! stops acknowledging, not one that acknowledges and never answers. On a pipelined connection
+//! silence alone proves nothing, since a long statement is silent too. So when a connection has
+//! had units in flight and heard nothing for `health_check` (`proto::timing::Silence`), the
+//! task opens a short connection (same target, TLS and credentials) and reads the backend's
+//! state from `pg_stat_activity`:
+//! - `active`: the backend is working; the connection lives, and the wait starts over;
+//! - gone, or idle (in a transaction or not) for at least half the interval: the server waits
+//!   for us while we wait for it, so what we sent or what it answered was lost; the connection
+//!   is half-open and must go (a backend idle for less may just have answered: the server
+//!   reports idle a moment before it flushes its answer, so that is not a verdict);
+//! - the check cannot reach the server at all (connect or I/O failure, or no answer within
+//!   `connect_timeout`): the path to the server is down; the connection goes too;
+//! - the server answers but refuses the check (too many connections, authentication, no
+//!   permission to see the state): nothing is known; the wait starts over.
+//!
+//! Every verdict that closes the connection is one the server stated or one that the network
+//! forced: a slow statement is never mistaken for a dead connection.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use fallible_iterator::FallibleIterator;
+use postgres_protocol::message::backend::Message;
+use postgres_protocol::message::frontend;
+
+use crate::driver::open::{Endpoint, Opening};
+use crate::driver::transport::Transport;
+use crate::rt::Runtime;
+use crate::Error;
+
+/// What the server said about a silent connection's backend.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Still running its statement: keep waiting.
+    Alive,
+    /// The connection is half-open: close it, with this reason.
+    HalfOpen(String),
+    /// The check got no usable answer; try again after another interval.
+    Unknown,
+}
+
+enum Step<R: Runtime> {
+    Opening(Box<Opening<R>>),
+    Asking {
+        sock: Transport<R::Socket>,
+        out: BytesMut,
+        rbuf: BytesMut,
+        /// Once the row arrived: the state (`None`: NULL) and whether it has held for long.
+        row: Option<(Option<String>, bool)>,
+        failed: bool,
+    },
+    /// The verdict is in; say Terminate (once) and close.
+    Closing {
+        sock: Transport<R::Socket>,
+        verdict: Verdict,
+        said: bool,
+    },
+}
+
+/// One check in progress, on its own connection; dropping it closes that connection.
+pub(crate) struct Probe<R: Runtime> {
+    step: Option<Step<R>>,
+    pid: i32,
+    settled: Duration,
+    deadline: R::Sleep,
+}
+
+impl<R: Runtime> Probe<R> {
+    /// Starts checking backend `pid` through a new connection to `ep`; an idle state counts
+    /// only once it has held for `settled`.
+    pub(crate) fn start(rt: &R, ep: &Endpoint, pid: i32, settled: Duration) -> Self {
+        let limit = ep.connect_timeout.min(Duration::from_secs(365 * 24 * 3600));
+        Probe {
+            step: Some(Step::Opening(Box::new(Opening::new(rt, ep, true)))),
+            pid,
+            settled,
+            deadline: rt.sleep_until(rt.now() + limit),
+        }
+    }
+
+    /// Drives the check to its verdict.
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>, rt: &R, ep: &Endpoint) -> Poll<Verdict> {
+        match self.advance(cx, rt, ep) {
+            Poll::Ready(v) => Poll::Ready(v),
+            Poll::Pending => match Pin::new(&mut self.deadline).poll(cx) {
+                Poll::Ready(_) => Poll::Ready(Verdict::HalfOpen(format!(
+                    "half-open: the server did not answer a health check within {:?}",
+                    ep.connect_timeout
+                ))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn advance(&mut self, cx: &mut Context<'_>, rt: &R, ep: &Endpoint) -> Poll<Verdict> {
+        loop {
+            match self.step.take() {
+                None => return Poll::Ready(Verdict::Unknown),
+                Some(Step::Opening(mut opening)) => match opening.poll(cx, rt, ep) {
+                    Poll::Pending => {
+                        self.step = Some(Step::Opening(opening));
+                        return Poll::Pending;
+                    }
+                    Poll::Ready(Err(e)) => return Poll::Ready(open_failed(e)),
+                    Poll::Ready(Ok((sock, _))) => {
+                        let mut out = BytesMut::with_capacity(128);
+                        let sql = format!(
+                            "SELECT state, clock_timestamp() - state_change >= \
+                             make_interval(secs => {}) \
+                             FROM pg_catalog.pg_stat_activity WHERE pid = {}",
+                            self.settled.as_secs_f64(),
+                            self.pid
+                        );
+                        if frontend::query(&sql, &mut out).is_err() {
+                            return Poll::Ready(Verdict::Unknown);
+                        }
+                        self.step = Some(Step::Asking {
+                            sock,
+                            out,
+                            rbuf: BytesMut::with_capacity(512),
+                            row: None,
+                            failed: false,
+                        });
+                    }
+                },
+                Some(Step::Asking {
+                    mut sock,
+                    mut out,
+                    mut rbuf,
+                    mut row,
+                    mut failed,
+                }) => match ask(&mut sock, cx, &mut out, &mut rbuf, &mut row, &mut failed) {
+                    Poll::Pending => {
+                        self.step = Some(Step::Asking {
+                            sock,
+                            out,
+                            rbuf,
+                            row,
+                            failed,
+                        });
+                        return Poll::Pending;
+                    }
+                    Poll::Ready(Err(e)) => {
+                        return Poll::Ready(Verdict::HalfOpen(format!(
+                            "half-open: the health check lost the server: {e}"
+                        )))
+                    }
+                    Poll::Ready(Ok(())) => {
+                        self.step = Some(Step::Closing {
+                            sock,
+                            verdict: judge(self.pid, failed, row),
+                            said: false,
+                        });
+                    }
+                },
+                Some(Step::Closing {
+                    mut sock,
+                    verdict,
+                    said,
+                }) => {
+                    // Terminate is a courtesy: the verdict stands whatever the close does.
+                    if !said {
+                        let mut bye = BytesMut::with_capacity(5);
+                        frontend::terminate(&mut bye);
+                        let _ = sock.poll_write(cx, &bye);
+                    }
+                    return match sock.poll_close(cx) {
+                        Poll::Pending => {
+                            self.step = Some(Step::Closing {
+                                sock,
+                                verdict,
+                                said: true,
+                            });
+                            Poll::Pending
+                        }
+                        Poll::Ready(_) => Poll::Ready(verdict),
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// Writes the query, then reads until ReadyForQuery. `Ok` once the answer is complete.
+fn ask<S: crate::rt::Socket>(
+    sock: &mut Transport<S>,
+    cx: &mut Context<'_>,
+    out: &mut BytesMut,
+    rbuf: &mut BytesMut,
+    row: &mut Option<(Option<String>, bool)>,
+    failed: &mut bool,
+) -> Poll<std::io::Result<()>> {
+    use bytes::Buf;
+    while !out.is_empty() {
+        match sock.poll_write(cx, out) {
+            Poll::Ready(Ok(0)) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
+            Poll::Ready(Ok(n)) => out.advance(n),
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
+        }
+    }
+    if let Poll::Ready(Err(e)) = sock.poll_flush(cx) {
+        return Poll::Ready(Err(e));
+    }
+    let mut chunk = [0u8; 512];
+    loop {
+        while let Some(msg) = Message::parse(rbuf)? {
+            match msg {
+                Message::DataRow(body) => {
+                    let mut ranges = body.ranges();
+                    let mut text = || match ranges.next() {
+                        Ok(Some(Some(r))) => {
+                            Some(String::from_utf8_lossy(&body.buffer()[r]).into_owned())
+                        }
+                        _ => None,
+                    };
+                    let state = text();
+                    let settled = text().as_deref() == Some("t");
+                    *row = Some((state, settled));
+                }
+                Message::ErrorResponse(_) => *failed = true,
+                Message::ReadyForQuery(_) => return Poll::Ready(Ok(())),
+                _ => {}
+            }
+        }
+        match sock.poll_read(cx, &mut chunk) {
+            Poll::Ready(Ok(0)) => {
+                return Poll::Ready(Err(std::io::ErrorKind::UnexpectedEof.into()))
+            }
+            Poll::Ready(Ok(n)) => rbuf.extend_from_slice(&chunk[..n]),
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
+        }
+    }
+}
+
+/// The verdict on the backend's state as `pg_stat_activity` reported it.
+fn judge(pid: i32, failed: bool, row: Option<(Option<String>, bool)>) -> Verdict {
+    match (failed, row) {
+        (true, _) => Verdict::Unknown,
+        (false, None) => Verdict::HalfOpen(format!(
+            "half-open: the server no longer has this connection's backend (pid {pid})"
+        )),
+        (false, Some((Some(state), _))) if state == "active" => Verdict::Alive,
+        (false, Some((Some(state), true))) if state.starts_with("idle") => {
+            Verdict::HalfOpen(format!(
+                "half-open: the server's backend (pid {pid}) is {state} while statements \
+                 wait for its answer"
+            ))
+        }
+        // Idle only just now, NULL (not allowed to see it), "fastpath function call", ...
+        (false, Some(_)) => Verdict::Unknown,
+    }
+}
+
+/// A check that could not open its connection: the server's refusal tells nothing about the
+/// silent connection; a failure to reach the server says the path to it is down.
+fn open_failed(e: Error) -> Verdict {
+    match e {
+        Error::Io(e) => Verdict::HalfOpen(format!(
+            "half-open: a health check could not reach the server: {e}"
+        )),
+        _ => Verdict::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_stated_or_forced_loss_condemns_the_connection() {
+        let seen = |state: &str, settled| Some((Some(state.to_owned()), settled));
+        assert_eq!(judge(7, false, seen("active", true)), Verdict::Alive);
+        assert_eq!(judge(7, false, seen("active", false)), Verdict::Alive);
+        for state in [
+            "idle",
+            "idle in transaction",
+            "idle in transaction (aborted)",
+        ] {
+            let v = judge(7, false, seen(state, true));
+            assert!(
+                matches!(&v, Verdict::HalfOpen(r) if r.contains(state)),
+                "{v:?}"
+            );
+            // Idle only just now: it may have answered a moment ago.
+            assert_eq!(judge(7, false, seen(state, false)), Verdict::Unknown);
+        }
+        assert!(matches!(judge(7, false, None), Verdict::HalfOpen(r) if r.contains("pid 7")));
+        // Not allowed to see the state, a refused query, a state that is neither.
+        assert_eq!(judge(7, false, Some((None, true))), Verdict::Unknown);
+        assert_eq!(judge(7, true, None), Verdict::Unknown);
+        assert_eq!(
+            judge(7, false, seen("fastpath function call", true)),
+            Verdict::Unknown
+        );
+        assert_eq!(open_failed(Error::Auth("no".into())), Verdict::Unknown);
+        let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert!(matches!(open_failed(Error::Io(io)), Verdict::HalfOpen(_)));
+    }
+}
