@@ -30,6 +30,7 @@ struct Shared {
     stop: AtomicBool,
     links: Mutex<Vec<Arc<Link>>>,
     accepted: AtomicUsize,
+    cancels: AtomicUsize,
 }
 
 /// A running proxy to one upstream address; dropping it stops accepting and cuts every link.
@@ -57,9 +58,15 @@ impl FaultProxy {
         self.addr
     }
 
-    /// Connections accepted so far.
+    /// Connections accepted so far (sessions, cancel requests and anything else).
     pub fn accepted(&self) -> usize {
         self.shared.accepted.load(SeqCst)
+    }
+
+    /// Of those, connections that carried a CancelRequest (not a session: the server signals a
+    /// backend and closes them).
+    pub fn cancels(&self) -> usize {
+        self.shared.cancels.load(SeqCst)
     }
 
     /// Every link open now goes silent in both directions, its sockets kept open.
@@ -122,11 +129,16 @@ fn accept_loop(listener: TcpListener, upstream: SocketAddr, shared: &Arc<Shared>
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(link.clone());
-        let _ = start_pumps(client, server, link);
+        let _ = start_pumps(client, server, link, shared.clone());
     }
 }
 
-fn start_pumps(client: TcpStream, server: TcpStream, link: Arc<Link>) -> io::Result<()> {
+fn start_pumps(
+    client: TcpStream,
+    server: TcpStream,
+    link: Arc<Link>,
+    shared: Arc<Shared>,
+) -> io::Result<()> {
     for s in [&client, &server] {
         s.set_nodelay(true)?;
         s.set_nonblocking(false)?;
@@ -134,13 +146,17 @@ fn start_pumps(client: TcpStream, server: TcpStream, link: Arc<Link>) -> io::Res
     }
     let (c2, s2) = (client.try_clone()?, server.try_clone()?);
     let l2 = link.clone();
-    thread::spawn(move || pump(client, server, &link, false));
-    thread::spawn(move || pump(s2, c2, &l2, true));
+    thread::spawn(move || pump(client, server, &link, Some(&shared)));
+    thread::spawn(move || pump(s2, c2, &l2, None));
     Ok(())
 }
 
-/// Copies `from` to `to` under the link's orders; `from_server` bytes count against its budget.
-fn pump(mut from: TcpStream, mut to: TcpStream, link: &Link, from_server: bool) {
+/// Copies `from` to `to` under the link's orders. The client's direction gets `shared`, to
+/// count CancelRequests by their first packet; the server's bytes count against the budget.
+fn pump(mut from: TcpStream, mut to: TcpStream, link: &Link, shared: Option<&Shared>) {
+    const CANCEL_CODE: [u8; 4] = 80_877_102i32.to_be_bytes();
+    let from_server = shared.is_none();
+    let mut first = true;
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         if link.cut.load(SeqCst) {
@@ -153,6 +169,12 @@ fn pump(mut from: TcpStream, mut to: TcpStream, link: &Link, from_server: bool) 
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(_) => break,
         };
+        if let (Some(shared), true) = (shared, first) {
+            first = false;
+            if n >= 8 && buf[4..8] == CANCEL_CODE {
+                shared.cancels.fetch_add(1, SeqCst);
+            }
+        }
         // Stalled: what was read is swallowed (acknowledged by TCP, never delivered).
         if link.stalled.load(SeqCst) {
             continue;

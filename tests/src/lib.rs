@@ -769,6 +769,23 @@ impl Cluster {
         &self.bin
     }
 
+    /// Restarts the server on the same port and data directory: a fast
+    /// shutdown (every backend gets FATAL 57P01), then a start. Blocks until
+    /// the server answers again.
+    pub fn restart(&mut self) -> Result<(), HarnessError> {
+        self.stop_server();
+        self.spawn_server()?;
+        self.spawn_watchdog()?;
+        match self.wait_ready()? {
+            Readiness::Ready => Ok(()),
+            Readiness::PortTaken(reason) => Err(HarnessError::StartupFailed {
+                port: self.port,
+                reason: format!("restart: {reason}"),
+                log_tail: self.log_tail(),
+            }),
+        }
+    }
+
     /// Stops the server (fast shutdown, killed after 5 s) and removes the
     /// cluster directory. Dropping the cluster does the same but ignores
     /// errors.

@@ -1,6 +1,6 @@
 //! Network faults between the client and the server, made by the project's fault proxy: a
 //! peer that goes silent while TCP still acknowledges (half-open), and a connection cut in the
-//! middle of a message. Every unit must resolve with its own result or a typed error that the
+//! middle of a message, a cancel storm, a server restart. Every unit must resolve with its own result or a typed error that the
 //! server's table contents confirm, and the service must come back by itself.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use pgpipe::{Config, Error};
 use pgpipe_tests::fault_proxy::FaultProxy;
+use pgpipe_tests::Cluster;
 
-use crate::{client, config, psql, wait_until, Db, Harness};
+use crate::{client, config, off_thread, psql, wait_until, Db, Harness};
 
 /// A proxy in front of the test server, and a client of it that `f` configures.
 async fn through_proxy<H: Harness>(f: impl FnOnce(&mut Config)) -> (FaultProxy, Db<H>) {
@@ -160,4 +161,187 @@ pub async fn a_connection_cut_mid_message_fails_its_units_truthfully<H: Harness>
     assert_eq!(db.stats().total.reconnects, 1);
     db.close().await;
     psql(&format!("DROP TABLE {table}"));
+}
+
+/// Runs `fut` unless `after` passes first (the caller then drops it mid-flight).
+async fn or_drop_after<H: Harness, T>(
+    after: Duration,
+    fut: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    futures_lite::future::or(async { Some(fut.await) }, async {
+        H::sleep(after).await;
+        None
+    })
+    .await
+}
+
+pub async fn a_cancel_storm_fails_only_the_cancelled<H: Harness>() {
+    const MAX_CONNECTIONS: usize = 4;
+    const PINNED: usize = 2;
+    let (proxy, db) = through_proxy::<H>(|c| {
+        c.pipeline_size = 2;
+        c.max_connections = MAX_CONNECTIONS;
+        c.pinned_size = PINNED;
+    })
+    .await;
+    // The shared path: every fifth statement is abandoned by its caller mid-flight.
+    let shared: Vec<_> = (0..100i64)
+        .map(|t| {
+            let db = db.clone();
+            H::spawn(async move {
+                let (mut ok, mut dropped) = (0, 0);
+                for q in 0..10i64 {
+                    let n = t * 10 + q;
+                    if n % 5 == 0 {
+                        let params: [&(dyn postgres_types::ToSql + Sync); 1] = [&n];
+                        let slow = db.query_one("SELECT pg_sleep(0.02), $1::int8", &params);
+                        match or_drop_after::<H, _>(Duration::from_millis(2), slow).await {
+                            None => dropped += 1,
+                            Some(r) => assert_eq!(r.expect("slow").get::<_, i64>(1), n),
+                        }
+                    } else {
+                        let row = db.query_one("SELECT $1::int8", &[&n]).await;
+                        assert_eq!(
+                            row.expect("a statement nobody cancelled").get::<_, i64>(0),
+                            n
+                        );
+                        ok += 1;
+                    }
+                }
+                (ok, dropped)
+            })
+        })
+        .collect();
+    // Sessions: every fifth holder abandons a long statement and releases the session, which
+    // cancels it on the server.
+    let sessions: Vec<_> = (0..20i64)
+        .map(|t| {
+            let db = db.clone();
+            H::spawn(async move {
+                let mut ok = 0;
+                for q in 0..5i64 {
+                    let n = t * 5 + q;
+                    let s = db.session().await.expect("checkout");
+                    if n % 5 == 0 {
+                        let long = s.execute("SELECT pg_sleep(5)", &[]);
+                        let done = or_drop_after::<H, _>(Duration::from_millis(5), long).await;
+                        assert!(done.is_none(), "a 5 s statement finished in 5 ms");
+                    } else {
+                        let row = s.query_one("SELECT $1::int8", &[&n]).await;
+                        assert_eq!(row.expect("a session statement").get::<_, i64>(0), n);
+                        ok += 1;
+                    }
+                }
+                ok
+            })
+        })
+        .collect();
+    let (mut ok, mut dropped) = (0, 0);
+    for t in shared {
+        let (o, d) = t.await;
+        ok += o;
+        dropped += d;
+    }
+    let mut session_ok = 0;
+    for t in sessions {
+        session_ok += t.await;
+    }
+    assert_eq!(ok, 800, "every statement nobody cancelled succeeded");
+    assert_eq!(session_ok, 80);
+    // Connections opened for sessions (not counting CancelRequests, which open none).
+    let opened = proxy.accepted() - proxy.cancels();
+    eprintln!(
+        "{}: shared ok={ok} dropped={dropped}; sessions ok={session_ok}; connections opened={opened} cancels={}",
+        H::name(),
+        proxy.cancels()
+    );
+    assert!(
+        opened <= 2 * (MAX_CONNECTIONS + PINNED),
+        "connection churn: {opened} opened"
+    );
+    assert!(proxy.cancels() >= 1, "abandoned session work was cancelled");
+    // Nothing left running on the server after the storm: the client still answers at once.
+    let row = db
+        .query_one("SELECT 1::int8", &[])
+        .await
+        .expect("after the storm");
+    assert_eq!(row.get::<_, i64>(0), 1);
+    db.close().await;
+}
+
+/// Backoff after a lost connection reaches at most 5 s (`proto/timing.rs`), so a restarted
+/// server is served again within that and a connect after it accepts connections.
+const RECOVERY_BOUND: Duration = Duration::from_secs(8);
+
+pub async fn a_server_restart_resolves_every_unit_and_service_resumes<H: Harness>() {
+    use std::cell::{Cell, RefCell};
+    use std::rc::Rc;
+    use std::time::Instant;
+
+    let cluster = off_thread::<H, _>(|| Cluster::start().expect("a cluster to restart")).await;
+    let mut cfg = Config::parse(&cluster.url()).expect("cluster URL");
+    cfg.pipeline_size = 2;
+    cfg.max_connections = 2;
+    let db = H::connect(cfg).await.expect("connect");
+    let stop = Rc::new(Cell::new(false));
+    // When each unit resolved, and whether it succeeded.
+    let log: Rc<RefCell<Vec<(Instant, bool)>>> = Rc::default();
+    let tasks: Vec<_> = (0..4i64)
+        .map(|t| {
+            let (db, stop, log) = (db.clone(), stop.clone(), log.clone());
+            H::spawn(async move {
+                let mut n = t * 1_000_000;
+                while !stop.get() {
+                    n += 1;
+                    match db.query_one("SELECT $1::int8", &[&n]).await {
+                        Ok(row) => {
+                            assert_eq!(row.get::<_, i64>(0), n, "a unit got another's row");
+                            log.borrow_mut().push((Instant::now(), true));
+                        }
+                        Err(e) => {
+                            let typed = matches!(
+                                e,
+                                Error::Indeterminate { .. }
+                                    | Error::NotDispatched { .. }
+                                    | Error::NoConnection { .. }
+                            ) || e.code().is_some_and(|c| c.as_str() == "57P01");
+                            assert!(typed, "an untyped or wrong failure: {e:?}");
+                            log.borrow_mut().push((Instant::now(), false));
+                            // No live connection answers at once: do not spin on it.
+                            H::sleep(Duration::from_millis(5)).await;
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    crate::wait_until::<H>(|| log.borrow().len() >= 200).await;
+    let cluster = off_thread::<H, _>(move || {
+        let mut cluster = cluster;
+        cluster.restart().expect("restart");
+        cluster
+    })
+    .await;
+    let ready = Instant::now();
+    crate::wait_until::<H>(|| log.borrow().iter().any(|&(at, ok)| ok && at > ready)).await;
+    stop.set(true);
+    for t in tasks {
+        t.await;
+    }
+    let log = std::mem::take(&mut *log.borrow_mut());
+    let back = log
+        .iter()
+        .find(|&&(at, ok)| ok && at > ready)
+        .map(|&(at, _)| at - ready)
+        .expect("served again");
+    let failed = log.iter().filter(|&&(_, ok)| !ok).count();
+    eprintln!(
+        "{}: {} units, {failed} failed with typed errors; served again {back:?} after the server was ready",
+        H::name(),
+        log.len()
+    );
+    assert!(failed >= 1, "the restart reached no unit");
+    assert!(back < RECOVERY_BOUND, "service resumed only after {back:?}");
+    db.close().await;
+    drop(cluster);
 }

@@ -310,6 +310,24 @@ pub async fn psql_async<H: Harness>(sql: &str) -> String {
     }
 }
 
+/// Runs blocking `f` on a thread of its own while the runtime keeps serving, and returns its
+/// result.
+pub async fn off_thread<H: Harness, T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    loop {
+        match rx.try_recv() {
+            Ok(out) => return out,
+            Err(mpsc::TryRecvError::Empty) => H::sleep(Duration::from_millis(5)).await,
+            Err(mpsc::TryRecvError::Disconnected) => panic!("the blocking thread panicked"),
+        }
+    }
+}
+
 /// Waits until the server shows backend `pid` running a statement whose text contains `needle`:
 /// synchronisation on the server's own view, not a guess of how long the client takes.
 pub async fn wait_running<H: Harness>(pid: i32, needle: &str) {
@@ -414,6 +432,7 @@ suite! {
         faults::a_half_open_connection_is_found_and_replaced: 60,
         faults::a_long_statement_is_not_mistaken_for_a_dead_connection: 60,
         faults::a_connection_cut_mid_message_fails_its_units_truthfully: 60,
+        faults::a_cancel_storm_fails_only_the_cancelled: 120,
     }
 }
 
@@ -432,5 +451,6 @@ suite! {
         connecting::unix_sockets_in_both_string_forms: 60,
         connecting::environment_and_password_file: 60,
         connecting::a_wrong_password_fails_once_and_stays_secret: 60,
+        faults::a_server_restart_resolves_every_unit_and_service_resumes: 90,
     }
 }
