@@ -466,9 +466,11 @@ impl<R: Runtime> Client<R> {
             Err(e) => return (conn, Err(e)),
         };
         if stmt.estimate_ns() >= self.inner.slow_ns && !self.inner.on_demand().is_empty() {
-            if let Some(lane) = self.lane(deadline).await {
-                lane.counters.inc(&lane.counters.lane_units);
-                return (lane, self.run_on(lane, sql, params, deadline).await);
+            if let Some(home) = self.slow_home(deadline, stmt.estimate_ns()).await {
+                if home.role() == Role::Lane {
+                    home.counters.inc(&home.counters.lane_units);
+                }
+                return (home, self.run_on(home, sql, params, deadline).await);
             }
         }
         let r = match self.execute_fresh(conn, sql, &stmt, params, deadline).await {

@@ -102,11 +102,37 @@ impl<R: Runtime> Client<R> {
         best
     }
 
-    /// A lane for a unit estimated slow: an idle lane (lowest slot first, so the rest go idle
-    /// and retire), else a new one (awaited: a connect costs far less than the wait behind a
-    /// slow unit), else the lane with the least estimated work. `None`: no lane can be had
+    /// Where a unit estimated slow (`est` ns) runs: an idle lane (lowest slot first, so the
+    /// rest go idle and retire), else a new one (awaited: a connect costs far less than the
+    /// wait behind a slow unit), else whichever connection is expected to finish it first: the
+    /// lane with the least estimated work, or the base connection with the least when every
+    /// lane has more queued than that (fairness: with lanes saturated, slow work would
+    /// otherwise queue without bound while fast work flows; a base connection carrying it is
+    /// then avoided by fast units while it has another to go to). `None`: no lane can be had
     /// (every on-demand slot is an overflow connection, or opening failed and none is open).
-    pub(super) async fn lane(&self, deadline: Option<Instant>) -> Option<&Arc<ConnShared>> {
+    pub(super) async fn slow_home(
+        &self,
+        deadline: Option<Instant>,
+        est: u64,
+    ) -> Option<&Arc<ConnShared>> {
+        let best = self.lane(deadline).await?;
+        if best.load() == 0 || best.role() != Role::Lane {
+            return Some(best);
+        }
+        let base = self
+            .inner
+            .base()
+            .iter()
+            .filter(|c| c.is_open())
+            .min_by_key(|c| c.pending_cost());
+        match base {
+            Some(b) if b.pending_cost() + est < best.pending_cost() => Some(b),
+            _ => Some(best),
+        }
+    }
+
+    /// A lane: an idle one, else a new one, else the one with the least estimated work.
+    async fn lane(&self, deadline: Option<Instant>) -> Option<&Arc<ConnShared>> {
         let inner = &*self.inner;
         let mut best: Option<&Arc<ConnShared>> = None;
         for c in inner.on_demand() {

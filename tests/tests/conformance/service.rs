@@ -337,9 +337,11 @@ pub async fn fast_units_are_not_routed_behind_a_known_slow_one<H: Harness>() {
     let slow_sql = "SELECT pg_sleep($1::float8)";
     let fast_sql = "SELECT $1::int4";
     // Learn the estimates: the slow text takes ~0.3 s on whichever connection runs it (until
-    // its estimate, which at most doubles per sample, is over 100 ms), and the fast text is
-    // prepared on both (two concurrent callers take both connections).
-    while estimate::<H>(&db, slow_sql) < Duration::from_millis(100) {
+    // its estimate, which at most doubles per sample, is over 200 ms), and the fast text is
+    // prepared on both (two concurrent callers take both connections). The margin matters on a
+    // loaded machine, where the fast text's estimate swings to milliseconds: 30 of them must
+    // still add up to less than the slow one.
+    while estimate::<H>(&db, slow_sql) < Duration::from_millis(200) {
         let (a, b) = futures_lite::future::zip(
             db.query(slow_sql, &[&0.3f64]),
             db.query(slow_sql, &[&0.3f64]),
@@ -366,7 +368,7 @@ pub async fn fast_units_are_not_routed_behind_a_known_slow_one<H: Harness>() {
         known
             .iter()
             .filter(|(_, sql, _)| sql == slow_sql)
-            .all(|(_, _, e)| e.is_some_and(|e| e >= Duration::from_millis(100))),
+            .all(|(_, _, e)| e.is_some_and(|e| e >= Duration::from_millis(200))),
         "{known:?}"
     );
     let slow_done = Arc::new(AtomicBool::new(false));
@@ -380,9 +382,9 @@ pub async fn fast_units_are_not_routed_behind_a_known_slow_one<H: Harness>() {
     };
     crate::wait_until::<H>(|| db.stats().total.in_flight > 0).await;
     assert!(db.stats().connections.iter().any(|c| c.est_pending_ns > 0));
-    // 60 fast units at once: by unit count, about a third would join the slow connection's
+    // 30 fast units at once: by unit count, about a third would join the slow connection's
     // queue; by expected cost, all go to the other.
-    let fast: Vec<_> = (0..60i32)
+    let fast: Vec<_> = (0..30i32)
         .map(|i| {
             let db = db.clone();
             H::spawn(async move {
@@ -484,6 +486,66 @@ pub async fn slow_statements_get_lanes_that_retire_when_idle<H: Harness>() {
     assert_eq!(again.total.opened_on_demand, s.total.opened_on_demand + 1);
     db.close().await;
     assert_eq!(db.live_connections(), 0);
+}
+
+/// Fairness to slow work: once every lane has a slow unit queued behind its running one, the
+/// next slow unit runs on the base connection with the least work instead of queueing on a
+/// lane (where it would wait behind two); fast units pay for it only while that lasts.
+pub async fn slow_statements_spill_to_the_base_when_every_lane_has_a_queue<H: Harness>() {
+    let db = client::<H>(|c| {
+        c.pipeline_size = 1;
+        c.max_connections = 3;
+        c.slow_threshold = Duration::from_millis(10);
+    })
+    .await;
+    let (space, id) = (key::<H>() ^ 0x0200_0000, 7002i32);
+    let slow_sql = "SELECT pg_advisory_xact_lock($1::int4, $2::int4), $3::int4";
+    let holder = db.session().await.unwrap();
+    let lock = "SELECT pg_advisory_lock($1::int4, $2::int4)";
+    let unlock = "SELECT pg_advisory_unlock($1::int4, $2::int4)";
+    while estimate::<H>(&db, slow_sql) < Duration::from_millis(10) {
+        holder.query(lock, &[&space, &id]).await.unwrap();
+        let run = {
+            let db = db.clone();
+            H::spawn(async move { db.query(slow_sql, &[&space, &id, &0i32]).await.map(|_| ()) })
+        };
+        H::sleep(Duration::from_millis(40)).await;
+        holder.query(unlock, &[&space, &id]).await.unwrap();
+        run.await.unwrap();
+    }
+    holder.query(lock, &[&space, &id]).await.unwrap();
+    let load = |i: usize| {
+        let c = &db.stats().connections[i];
+        c.in_flight + c.queued
+    };
+    // One at a time, each placed before the next comes: two lanes open and run one each, then
+    // each gets one queued behind it.
+    let mut slow = Vec::new();
+    for n in 1..=5i32 {
+        let db2 = db.clone();
+        slow.push(H::spawn(async move {
+            let row = db2.query_one(slow_sql, &[&space, &id, &n]).await.unwrap();
+            assert_eq!(row.get::<_, i32>(1), n);
+        }));
+        if n <= 4 {
+            crate::wait_until::<H>(|| db.stats().total.lane_units == n as u64).await;
+        } else {
+            crate::wait_until::<H>(|| load(0) == 1).await;
+        }
+    }
+    let s = db.stats();
+    assert_eq!(s.open_lanes, 2, "{s:?}");
+    assert_eq!(
+        s.total.lane_units, 4,
+        "the fifth did not queue on a lane: {s:?}"
+    );
+    assert_eq!(s.connections[0].lane_units, 0);
+    holder.query(unlock, &[&space, &id]).await.unwrap();
+    for t in slow {
+        t.await;
+    }
+    drop(holder);
+    db.close().await;
 }
 
 pub async fn a_server_at_its_connection_limit_still_runs_slow_statements<H: Harness>() {
