@@ -20,6 +20,7 @@ const TICK: Duration = Duration::from_millis(10);
 #[derive(Default)]
 struct Link {
     stalled: AtomicBool,
+    frozen: AtomicBool,
     cut: AtomicBool,
     /// Bytes the server may still send before the link is cut; negative: no limit.
     budget: AtomicI64,
@@ -73,6 +74,14 @@ impl FaultProxy {
     pub fn stall(&self) {
         for link in self.current() {
             link.stalled.store(true, SeqCst);
+        }
+    }
+
+    /// Every link open now stops reading in both directions: once the socket buffers fill,
+    /// each sender blocks (a server sending a large answer waits in ClientWrite).
+    pub fn freeze(&self) {
+        for link in self.current() {
+            link.frozen.store(true, SeqCst);
         }
     }
 
@@ -161,6 +170,10 @@ fn pump(mut from: TcpStream, mut to: TcpStream, link: &Link, shared: Option<&Sha
     loop {
         if link.cut.load(SeqCst) {
             break;
+        }
+        if link.frozen.load(SeqCst) {
+            thread::sleep(TICK);
+            continue;
         }
         let n = match from.read(&mut buf) {
             Ok(0) => break,

@@ -8,7 +8,10 @@
 //! had units in flight and heard nothing for `health_check` (`proto::timing::Silence`), the
 //! task opens a short connection (same target, TLS and credentials) and reads the backend's
 //! state from `pg_stat_activity`:
-//! - `active`: the backend is working; the connection lives, and the wait starts over;
+//! - `active`: the backend is working; the connection lives, and the wait starts over; unless
+//!   it is blocked sending us its answer (`wait_event` ClientWrite) while we have read nothing
+//!   for the whole interval (a paused stream is never checked): the answer is not arriving, and
+//!   the connection must go;
 //! - gone, or idle (in a transaction or not) for at least half the interval: the server waits
 //!   for us while we wait for it, so what we sent or what it answered was lost; the connection
 //!   is half-open and must go (a backend idle for less may just have answered: the server
@@ -53,8 +56,8 @@ enum Step<R: Runtime> {
         sock: Transport<R::Socket>,
         out: BytesMut,
         rbuf: BytesMut,
-        /// Once the row arrived: the state (`None`: NULL) and whether it has held for long.
-        row: Option<(Option<String>, bool)>,
+        /// Once the row arrived: what the server says of the backend.
+        row: Option<Seen>,
         failed: bool,
     },
     /// The verdict is in; say Terminate (once) and close.
@@ -114,7 +117,7 @@ impl<R: Runtime> Probe<R> {
                         let mut out = BytesMut::with_capacity(128);
                         let sql = format!(
                             "SELECT state, clock_timestamp() - state_change >= \
-                             make_interval(secs => {}) \
+                             make_interval(secs => {}), wait_event = 'ClientWrite' \
                              FROM pg_catalog.pg_stat_activity WHERE pid = {}",
                             self.settled.as_secs_f64(),
                             self.pid
@@ -195,7 +198,7 @@ fn ask<S: crate::rt::Socket>(
     cx: &mut Context<'_>,
     out: &mut BytesMut,
     rbuf: &mut BytesMut,
-    row: &mut Option<(Option<String>, bool)>,
+    row: &mut Option<Seen>,
     failed: &mut bool,
 ) -> Poll<std::io::Result<()>> {
     use bytes::Buf;
@@ -222,9 +225,11 @@ fn ask<S: crate::rt::Socket>(
                         }
                         _ => None,
                     };
-                    let state = text();
-                    let settled = text().as_deref() == Some("t");
-                    *row = Some((state, settled));
+                    *row = Some(Seen {
+                        state: text(),
+                        settled: text().as_deref() == Some("t"),
+                        sending: text().as_deref() == Some("t"),
+                    });
                 }
                 Message::ErrorResponse(_) => *failed = true,
                 Message::ReadyForQuery(_) => return Poll::Ready(Ok(())),
@@ -242,15 +247,31 @@ fn ask<S: crate::rt::Socket>(
     }
 }
 
+/// A backend as `pg_stat_activity` shows it.
+#[derive(Debug)]
+struct Seen {
+    /// `state`; `None`: NULL (not allowed to see it).
+    state: Option<String>,
+    /// The state has held for at least half the interval.
+    settled: bool,
+    /// Blocked sending to the client (`wait_event` ClientWrite).
+    sending: bool,
+}
+
 /// The verdict on the backend's state as `pg_stat_activity` reported it.
-fn judge(pid: i32, failed: bool, row: Option<(Option<String>, bool)>) -> Verdict {
+fn judge(pid: i32, failed: bool, row: Option<Seen>) -> Verdict {
+    let row = row.map(|r| (r.state, r.settled, r.sending));
     match (failed, row) {
         (true, _) => Verdict::Unknown,
         (false, None) => Verdict::HalfOpen(format!(
             "half-open: the server no longer has this connection's backend (pid {pid})"
         )),
-        (false, Some((Some(state), _))) if state == "active" => Verdict::Alive,
-        (false, Some((Some(state), true))) if state.starts_with("idle") => {
+        (false, Some((Some(state), _, true))) if state == "active" => Verdict::HalfOpen(format!(
+            "half-open: the server's backend (pid {pid}) is blocked sending an answer that \
+             does not arrive"
+        )),
+        (false, Some((Some(state), _, false))) if state == "active" => Verdict::Alive,
+        (false, Some((Some(state), true, _))) if state.starts_with("idle") => {
             Verdict::HalfOpen(format!(
                 "half-open: the server's backend (pid {pid}) is {state} while statements \
                  wait for its answer"
@@ -278,9 +299,23 @@ mod tests {
 
     #[test]
     fn only_a_stated_or_forced_loss_condemns_the_connection() {
-        let seen = |state: &str, settled| Some((Some(state.to_owned()), settled));
+        let seen = |state: &str, settled| {
+            Some(Seen {
+                state: Some(state.to_owned()),
+                settled,
+                sending: false,
+            })
+        };
         assert_eq!(judge(7, false, seen("active", true)), Verdict::Alive);
         assert_eq!(judge(7, false, seen("active", false)), Verdict::Alive);
+        let stuck = Seen {
+            state: Some("active".into()),
+            settled: false,
+            sending: true,
+        };
+        assert!(
+            matches!(judge(7, false, Some(stuck)), Verdict::HalfOpen(r) if r.contains("sending"))
+        );
         for state in [
             "idle",
             "idle in transaction",
@@ -296,7 +331,12 @@ mod tests {
         }
         assert!(matches!(judge(7, false, None), Verdict::HalfOpen(r) if r.contains("pid 7")));
         // Not allowed to see the state, a refused query, a state that is neither.
-        assert_eq!(judge(7, false, Some((None, true))), Verdict::Unknown);
+        let hidden = Seen {
+            state: None,
+            settled: true,
+            sending: false,
+        };
+        assert_eq!(judge(7, false, Some(hidden)), Verdict::Unknown);
         assert_eq!(judge(7, true, None), Verdict::Unknown);
         assert_eq!(
             judge(7, false, seen("fastpath function call", true)),

@@ -76,6 +76,35 @@ pub async fn a_half_open_connection_is_found_and_replaced<H: Harness>() {
     db.close().await;
 }
 
+pub async fn a_server_blocked_on_a_frozen_peer_is_found<H: Harness>() {
+    let (proxy, db) =
+        through_proxy::<H>(|c| c.health_check = Some(Duration::from_millis(300))).await;
+    let before = backend_pid::<H>(&db).await;
+    // About 96 MB over two seconds: far more than the socket buffers hold once nobody reads.
+    let big = {
+        let db = db.clone();
+        H::spawn(async move {
+            db.query(
+                "SELECT repeat(md5(g::text), 3000), pg_sleep(0.002) \
+                 FROM generate_series(1, 1000) g",
+                &[],
+            )
+            .await
+            .map(|rows| rows.len())
+        })
+    };
+    crate::wait_running::<H>(before, "generate_series").await;
+    // Nobody reads any more: the server fills its buffers and waits in ClientWrite.
+    proxy.freeze();
+    match big.await {
+        Err(Error::Indeterminate { reason }) => assert!(reason.contains("sending"), "{reason}"),
+        other => panic!("a statement whose answer cannot arrive: {other:?}"),
+    }
+    wait_until::<H>(|| db.live_connections() == 1).await;
+    assert_ne!(backend_pid::<H>(&db).await, before);
+    db.close().await;
+}
+
 pub async fn a_long_statement_is_not_mistaken_for_a_dead_connection<H: Harness>() {
     let (_proxy, db) =
         through_proxy::<H>(|c| c.health_check = Some(Duration::from_millis(100))).await;

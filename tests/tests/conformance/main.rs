@@ -432,6 +432,7 @@ suite! {
         values::every_representable_type_round_trips: 120,
         faults::a_half_open_connection_is_found_and_replaced: 60,
         faults::a_long_statement_is_not_mistaken_for_a_dead_connection: 60,
+        faults::a_server_blocked_on_a_frozen_peer_is_found: 60,
         faults::a_connection_cut_mid_message_fails_its_units_truthfully: 60,
         faults::a_cancel_storm_fails_only_the_cancelled: 120,
     }

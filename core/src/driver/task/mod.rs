@@ -114,6 +114,8 @@ pub struct ConnTask<R: Runtime> {
     /// How long the server has been silent with work in flight, and the check it leads to.
     silence: Silence,
     health: Health<R>,
+    /// The last read got bytes (a partial message left in the buffer is not news).
+    heard: bool,
 }
 
 impl<R: Runtime> ConnTask<R> {
@@ -153,6 +155,7 @@ impl<R: Runtime> ConnTask<R> {
             cancel_bound: None,
             silence: Silence::default(),
             health: Health::Idle,
+            heard: false,
         }
     }
 
@@ -251,6 +254,7 @@ impl<R: Runtime> ConnTask<R> {
                 Poll::Pending => break Ok(false),
             }
         };
+        self.heard = total > 0;
         if total > 0 {
             let c = &self.shared.counters;
             c.inc(&c.readable_events);
@@ -283,7 +287,9 @@ impl<R: Runtime> ConnTask<R> {
         let done = self.pipeline.drain(&mut self.rbuf, &mut h);
         let (leaked, now) = (h.leaked.take(), h.now);
         self.est.end_drain(now, self.pipeline.is_empty());
-        self.silence.heard(now);
+        if std::mem::take(&mut self.heard) {
+            self.silence.heard(now);
+        }
         let done = done?;
         if done > 0 {
             self.shared
