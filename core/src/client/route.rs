@@ -104,12 +104,14 @@ impl<R: Runtime> Client<R> {
 
     /// Where a unit estimated slow (`est` ns) runs: an idle lane (lowest slot first, so the
     /// rest go idle and retire), else a new one (awaited: a connect costs far less than the
-    /// wait behind a slow unit), else whichever connection is expected to finish it first: the
-    /// lane with the least estimated work, or the base connection with the least when every
-    /// lane has more queued than that (fairness: with lanes saturated, slow work would
-    /// otherwise queue without bound while fast work flows; a base connection carrying it is
-    /// then avoided by fast units while it has another to go to). `None`: no lane can be had
-    /// (every on-demand slot is an overflow connection, or opening failed and none is open).
+    /// wait behind a slow unit), else the lane with the least estimated work, unless that lane
+    /// already has work queued and a base connection without slow work would finish it sooner:
+    /// then it **spills** there. With every lane busy, slow work would otherwise have only
+    /// the lanes while the base connections' server time goes to fast work alone. Bounded, so
+    /// fast work keeps its path: a base connection takes a spilled unit only while it has no
+    /// slow work (so a fast unit waits behind at most one), and fast units route around it
+    /// while another has less work ([`least_loaded`]). `None`: no lane can be had (every
+    /// on-demand slot is an overflow connection, or opening failed and none is open).
     pub(super) async fn slow_home(
         &self,
         deadline: Option<Instant>,
@@ -119,13 +121,14 @@ impl<R: Runtime> Client<R> {
         if best.load() == 0 || best.role() != Role::Lane {
             return Some(best);
         }
-        let base = self
+        let slow = self.inner.slow_ns;
+        let clean = self
             .inner
             .base()
             .iter()
-            .filter(|c| c.is_open())
+            .filter(|c| c.is_open() && c.pending_cost() < slow)
             .min_by_key(|c| c.pending_cost());
-        match base {
+        match clean {
             Some(b) if b.pending_cost() + est < best.pending_cost() => Some(b),
             _ => Some(best),
         }
