@@ -149,10 +149,7 @@ impl Marks {
         Mark {
             at: Instant::now(),
             process: sys::process_cpu(),
-            proxy: self
-                .proxy_cpu
-                .and_then(|c| c.read())
-                .unwrap_or_default(),
+            proxy: self.proxy_cpu.and_then(|c| c.read()).unwrap_or_default(),
             machine: MachineCpu::read(),
             heap,
         }
@@ -211,11 +208,7 @@ pub async fn pgpipe<R: pgpipe::Adapter>(
             while let Some(r) = rd.next().await {
                 let r = r.map_err(err)?;
                 let name: &str = r.try_get(1).map_err(err)?;
-                sums.add(
-                    r.try_get(0).map_err(err)?,
-                    name,
-                    r.try_get(2).map_err(err)?,
-                );
+                sums.add(r.try_get(0).map_err(err)?, name, r.try_get(2).map_err(err)?);
             }
             check_count("COPY out", rd.rows_copied(), sums.rows)?;
         }
@@ -224,11 +217,7 @@ pub async fn pgpipe<R: pgpipe::Adapter>(
             while let Some(r) = st.next().await {
                 let r = r.map_err(err)?;
                 let name: &str = r.try_get(1).map_err(err)?;
-                sums.add(
-                    r.try_get(0).map_err(err)?,
-                    name,
-                    r.try_get(2).map_err(err)?,
-                );
+                sums.add(r.try_get(0).map_err(err)?, name, r.try_get(2).map_err(err)?);
             }
             check_count("stream", st.rows_affected(), sums.rows)?;
         }
@@ -270,11 +259,7 @@ pub async fn tokio_postgres(
             while let Some(r) = rd.next().await {
                 let r = r.map_err(err)?;
                 let name: &str = r.try_get(1).map_err(err)?;
-                sums.add(
-                    r.try_get(0).map_err(err)?,
-                    name,
-                    r.try_get(2).map_err(err)?,
-                );
+                sums.add(r.try_get(0).map_err(err)?, name, r.try_get(2).map_err(err)?);
             }
         }
         Workload::Stream => {
@@ -284,11 +269,7 @@ pub async fn tokio_postgres(
             while let Some(r) = st.next().await {
                 let r = r.map_err(err)?;
                 let name: &str = r.try_get(1).map_err(err)?;
-                sums.add(
-                    r.try_get(0).map_err(err)?,
-                    name,
-                    r.try_get(2).map_err(err)?,
-                );
+                sums.add(r.try_get(0).map_err(err)?, name, r.try_get(2).map_err(err)?);
             }
             check_count("stream", st.rows_affected(), sums.rows)?;
         }
@@ -346,7 +327,10 @@ pub async fn drive<D: Db>(db: D, job: &Job, rows: u64) -> Measurement {
             if got.rows != rows {
                 fail(
                     &mut m,
-                    format!("COPY in: finish() counted {} rows, {rows} written", got.rows),
+                    format!(
+                        "COPY in: finish() counted {} rows, {rows} written",
+                        got.rows
+                    ),
                 );
             }
             let held = job

@@ -199,8 +199,7 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
     if a.rounds == Some(0) || a.tasks == Some(0) || a.rows.is_some_and(|r| r < 1) {
         return Err("--rounds, --tasks and --rows must be at least 1".into());
     }
-    if a
-        .copy_rows
+    if a.copy_rows
         .is_some_and(|r| !(1..=bulk::MAX_ROWS).contains(&r))
     {
         return Err(format!("--copy-rows must be 1 to {}", bulk::MAX_ROWS));
@@ -237,9 +236,7 @@ fn settings(a: &Args) -> Settings {
         rate: a.rate.unwrap_or(if q { 1000.0 } else { 10_000.0 }),
         rows: a.rows.unwrap_or(if q { 10_000 } else { 1_000_000 }),
         ceiling_queries: a.ceiling_queries.unwrap_or(if q { 60 } else { 600 }),
-        copy_rows: a
-            .copy_rows
-            .unwrap_or(if q { 100_000 } else { 1_000_000 }),
+        copy_rows: a.copy_rows.unwrap_or(if q { 100_000 } else { 1_000_000 }),
     }
 }
 

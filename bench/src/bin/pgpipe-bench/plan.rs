@@ -226,7 +226,10 @@ impl Workload {
     /// The bulk workloads (COPY and streaming): one run moves a fixed number of rows
     /// ([`Load::Rows`]) on one exclusive connection.
     pub fn is_bulk(self) -> bool {
-        matches!(self, Workload::CopyIn | Workload::CopyOut | Workload::Stream)
+        matches!(
+            self,
+            Workload::CopyIn | Workload::CopyOut | Workload::Stream
+        )
     }
     /// Statements per op.
     pub fn statements(self) -> u32 {
@@ -655,8 +658,11 @@ pub fn custom_plan(
             continue;
         }
         if w.is_bulk() {
-            let candidates: Vec<Candidate> =
-                candidates.iter().filter(|c| runs_bulk(c)).cloned().collect();
+            let candidates: Vec<Candidate> = candidates
+                .iter()
+                .filter(|c| runs_bulk(c))
+                .cloned()
+                .collect();
             for &delay in delays {
                 out.push(Scenario {
                     tag: None,

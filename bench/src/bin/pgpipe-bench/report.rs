@@ -740,7 +740,11 @@ fn bulk_report(s: &ScenarioResult) -> BulkReport {
                         p.candidate.name,
                         mib(STREAM_PEAK_HEAP_GOAL)
                     ),
-                    measured: format!("{:.2} MiB (worst round {:.2} MiB)", mib(f.median), mib(f.max)),
+                    measured: format!(
+                        "{:.2} MiB (worst round {:.2} MiB)",
+                        mib(f.median),
+                        mib(f.max)
+                    ),
                     met: Some(f.median <= STREAM_PEAK_HEAP_GOAL),
                 })
             })
@@ -1239,7 +1243,11 @@ fn bulk_table(t: &mut String, s: &ScenarioResult) {
     if !b.memory.is_empty() {
         let _ = writeln!(t, "\nMemory goal (medians over rounds):\n");
         for g in &b.memory {
-            let st = if g.met == Some(true) { "met" } else { "NOT met" };
+            let st = if g.met == Some(true) {
+                "met"
+            } else {
+                "NOT met"
+            };
             let _ = writeln!(t, "- {}: {} — **{st}**", g.goal, g.measured);
         }
     }
