@@ -842,6 +842,10 @@ mod tests {
             if matches!(sc.load, Load::Ceiling { .. }) {
                 assert!(sc.candidates.iter().any(|c| c.name == "deadpool-32"));
                 assert!(sc.candidates.iter().any(|c| c.name == "pgpipe-smol-1-m1"));
+            } else if sc.workload.is_bulk() {
+                // deadpool does not run COPY or streaming (it is tokio-postgres underneath).
+                let names: Vec<_> = sc.candidates.iter().map(|c| c.name.as_str()).collect();
+                assert_eq!(names, ["pgpipe-smol-4"]);
             } else {
                 let names: Vec<_> = sc.candidates.iter().map(|c| c.name.as_str()).collect();
                 assert_eq!(names, ["pgpipe-smol-4", "deadpool-16"]);
@@ -876,6 +880,37 @@ mod tests {
             args("--sslrootcert /x/ca.crt --candidates pgpipe-tokio-4-tls,tokio-postgres-1-tls");
         assert_eq!(a.sslrootcert.as_deref(), Some(Path::new("/x/ca.crt")));
         assert!(a.candidates.unwrap().iter().all(|c| c.tls));
+    }
+
+    #[test]
+    fn copy_scenarios_are_selectable_and_sized() {
+        let a = args("--scenarios copy");
+        let s = settings(&a);
+        assert_eq!(s.copy_rows, 1_000_000);
+        let ids: Vec<String> = build_plan(&a, &s).iter().map(|s| s.id()).collect();
+        assert_eq!(
+            ids,
+            [
+                "copy-in-rows-1000000-direct",
+                "copy-out-rows-1000000-direct",
+                "stream-rows-1000000-direct"
+            ]
+        );
+        let q = args("--quick --scenarios copy");
+        let p = build_plan(&q, &settings(&q));
+        assert_eq!(p.len(), 3);
+        assert!(p.iter().all(|s| s.load == Load::Rows { rows: 100_000 }));
+        assert!(p.iter().all(|s| s.candidates.iter().any(|c| c.copy == 2)));
+        let c = args(
+            "--workloads stream,copy-in --copy-rows 500 --candidates pgpipe-tokio-1,deadpool-8",
+        );
+        let p = build_plan(&c, &settings(&c));
+        assert_eq!(p.len(), 2);
+        assert!(p
+            .iter()
+            .all(|s| s.load == Load::Rows { rows: 500 } && s.candidates.len() == 1));
+        assert!(parse_args(&["--copy-rows".into(), "0".into()]).is_err());
+        assert!(parse_args(&["--copy-rows=100000000".into()]).is_err());
     }
 
     #[test]
