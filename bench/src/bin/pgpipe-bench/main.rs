@@ -588,7 +588,12 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
                                 m.dropped,
                                 m.errors
                             ),
-                            None => format!("{:.0} ops/s, {} errors", m.throughput, m.errors),
+                            None => format!(
+                                "{:.0} {}/s, {} errors",
+                                m.throughput,
+                                if sc.workload.is_bulk() { "rows" } else { "ops" },
+                                m.errors
+                            ),
                         };
                         if m.errors > 0 {
                             eprintln!(
