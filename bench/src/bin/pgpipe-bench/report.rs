@@ -880,8 +880,13 @@ pub fn table(s: &ScenarioResult, rounds: usize) -> String {
     let _ = writeln!(t, "### {}\n", s.id);
     let _ = writeln!(
         t,
-        "{} — {rounds} round(s), median (min–max); latency in ms.\n",
-        s.describe()
+        "{} — {rounds} round(s), median (min–max){}.\n",
+        s.describe(),
+        if s.workload.is_bulk() {
+            ""
+        } else {
+            "; latency in ms"
+        }
     );
     if s.workload == Workload::Hol {
         hol_table(&mut t, s);
