@@ -26,10 +26,13 @@ use crate::plan::Workload;
 pub const SOURCE_TABLE: &str = "pgpipe_bench_copy_src";
 /// Where COPY in writes; emptied before each COPY in run.
 pub const TARGET_TABLE: &str = "pgpipe_bench_copy_in";
+/// The COPY in of the `copy-in` workload.
 pub const COPY_IN_SQL: &str =
     "COPY pgpipe_bench_copy_in (id, name, score) FROM STDIN (FORMAT binary)";
+/// The COPY out of the `copy-out` workload.
 pub const COPY_OUT_SQL: &str =
     "COPY pgpipe_bench_copy_src (id, name, score) TO STDOUT (FORMAT binary)";
+/// The streamed read of the `stream` workload.
 pub const STREAM_SQL: &str = "SELECT id, name, score FROM pgpipe_bench_copy_src";
 /// The columns' types, in order (the binary COPY format carries none).
 pub const TYPES: [Type; 3] = [Type::INT8, Type::TEXT, Type::FLOAT8];
