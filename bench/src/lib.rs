@@ -197,6 +197,24 @@ pub mod alloc {
     /// The figures are heap bytes requested through the global allocator (`Layout::size`):
     /// not the allocator's own overhead, not memory mapped directly (thread stacks, io_uring
     /// rings), not the kernel's socket buffers.
+    ///
+    /// ```
+    /// use pgpipe_bench::alloc;
+    ///
+    /// #[global_allocator]
+    /// static ALLOC: alloc::TrackingAlloc = alloc::TrackingAlloc;
+    ///
+    /// fn main() {
+    ///     alloc::track(true);
+    ///     let before = alloc::reset_peak();
+    ///     let v = vec![1u8; 1 << 20];
+    ///     assert!(alloc::live() - before >= 1 << 20);
+    ///     drop(v);
+    ///     assert!(alloc::live() - before < 1 << 20);
+    ///     assert!(alloc::peak() - before >= 1 << 20);
+    ///     alloc::track(false);
+    /// }
+    /// ```
     pub struct TrackingAlloc;
 
     fn grew(bytes: usize) {
