@@ -3,8 +3,9 @@
 //! - [`backend`]: a small encoder of PostgreSQL *backend* (server → client) messages, for
 //!   building realistic response streams that `pgpipe::internals::Pipeline::drain` can consume
 //!   without a server.
-//! - [`alloc`]: a counting global allocator, so a benchmark binary can report allocations per
-//!   operation next to time per operation.
+//! - [`alloc`]: counting global allocators, so a benchmark binary can report allocations per
+//!   operation next to time per operation ([`alloc::CountingAlloc`]), or the peak of live heap
+//!   bytes of a measured run ([`alloc::TrackingAlloc`]).
 //! - [`proxy`]: the delay proxy that simulates round-trip time for the side-by-side benchmark
 //!   (`cargo run --release -p pgpipe-bench`, see `docs/BENCHMARKS.md`).
 //! - [`sys`]: CPU-time readings (process, thread, whole machine) and `ppoll`, for that benchmark.
@@ -115,7 +116,8 @@ pub mod backend {
 
 #[allow(unsafe_code)]
 pub mod alloc {
-    //! A global allocator that counts allocations.
+    //! Global allocators that count allocations ([`CountingAlloc`]) or live heap bytes and
+    //! their peak ([`TrackingAlloc`]).
     //!
     //! Install it in a benchmark binary:
     //!
@@ -134,7 +136,7 @@ pub mod alloc {
     //! Without the `#[global_allocator]` line the counter stays at 0.
 
     use std::alloc::{GlobalAlloc, Layout, System};
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
     static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 
@@ -182,6 +184,120 @@ pub mod alloc {
         let before = allocations();
         let r = f();
         (allocations() - before, r)
+    }
+
+    static TRACKING: AtomicBool = AtomicBool::new(false);
+    static LIVE: AtomicI64 = AtomicI64::new(0);
+    static PEAK: AtomicI64 = AtomicI64::new(0);
+
+    /// Delegates to [`System`] and, while [`track`] is on, keeps the bytes allocated and not yet
+    /// freed (process-wide, every thread) and their peak. While tracking is off it costs one
+    /// relaxed load per call, so installing it leaves measurements that do not use it alone.
+    ///
+    /// The figures are heap bytes requested through the global allocator (`Layout::size`):
+    /// not the allocator's own overhead, not memory mapped directly (thread stacks, io_uring
+    /// rings), not the kernel's socket buffers.
+    ///
+    /// ```
+    /// use pgpipe_bench::alloc;
+    ///
+    /// #[global_allocator]
+    /// static ALLOC: alloc::TrackingAlloc = alloc::TrackingAlloc;
+    ///
+    /// fn main() {
+    ///     alloc::track(true);
+    ///     let before = alloc::reset_peak();
+    ///     let v = vec![1u8; 1 << 20];
+    ///     assert!(alloc::live() - before >= 1 << 20);
+    ///     drop(v);
+    ///     assert!(alloc::live() - before < 1 << 20);
+    ///     assert!(alloc::peak() - before >= 1 << 20);
+    ///     alloc::track(false);
+    /// }
+    /// ```
+    pub struct TrackingAlloc;
+
+    fn grew(bytes: usize) {
+        let now = LIVE.fetch_add(bytes as i64, Ordering::Relaxed) + bytes as i64;
+        PEAK.fetch_max(now, Ordering::Relaxed);
+    }
+
+    fn shrank(bytes: usize) {
+        LIVE.fetch_sub(bytes as i64, Ordering::Relaxed);
+    }
+
+    // SAFETY: every method forwards its arguments unchanged to `System`, which implements
+    // `GlobalAlloc` correctly; the only additions are relaxed atomic operations, which neither
+    // allocate nor touch the memory being managed.
+    unsafe impl GlobalAlloc for TrackingAlloc {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            // SAFETY: the caller's contract for `alloc` is passed through to `System`.
+            let p = unsafe { System.alloc(layout) };
+            if !p.is_null() && TRACKING.load(Ordering::Relaxed) {
+                grew(layout.size());
+            }
+            p
+        }
+
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            // SAFETY: the caller's contract for `alloc_zeroed` is passed through to `System`.
+            let p = unsafe { System.alloc_zeroed(layout) };
+            if !p.is_null() && TRACKING.load(Ordering::Relaxed) {
+                grew(layout.size());
+            }
+            p
+        }
+
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            // SAFETY: `ptr` was allocated by this allocator, i.e. by `System`; the caller's
+            // contract for `realloc` is passed through unchanged.
+            let p = unsafe { System.realloc(ptr, layout, new_size) };
+            if !p.is_null() && TRACKING.load(Ordering::Relaxed) {
+                if new_size >= layout.size() {
+                    grew(new_size - layout.size());
+                } else {
+                    shrank(layout.size() - new_size);
+                }
+            }
+            p
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: `ptr` was allocated by this allocator, i.e. by `System`.
+            unsafe { System.dealloc(ptr, layout) };
+            if TRACKING.load(Ordering::Relaxed) {
+                shrank(layout.size());
+            }
+        }
+    }
+
+    /// Turns byte tracking of [`TrackingAlloc`] on (from zero live bytes and a zero peak) or
+    /// off. Blocks allocated before tracking started and freed while it runs count negatively,
+    /// so start it before the code under measurement allocates and while nothing else frees
+    /// much.
+    pub fn track(on: bool) {
+        if on {
+            LIVE.store(0, Ordering::Relaxed);
+            PEAK.store(0, Ordering::Relaxed);
+        }
+        TRACKING.store(on, Ordering::Relaxed);
+    }
+
+    /// Bytes allocated since tracking started and not freed yet.
+    pub fn live() -> i64 {
+        LIVE.load(Ordering::Relaxed)
+    }
+
+    /// Starts a new peak at the current live bytes and returns them.
+    pub fn reset_peak() -> i64 {
+        let now = live();
+        PEAK.store(now, Ordering::Relaxed);
+        now
+    }
+
+    /// The most live bytes since tracking started or the last [`reset_peak`].
+    pub fn peak() -> i64 {
+        PEAK.load(Ordering::Relaxed).max(live())
     }
 }
 

@@ -55,8 +55,9 @@ impl<'a> BinaryCopyInWriter<'a> {
             return Err(e);
         }
         if self.buf.len() >= CHUNK {
-            let chunk = self.buf.split();
-            self.copy.write(&chunk).await?;
+            // Written out, then reused: one buffer for the whole COPY.
+            self.copy.write(&self.buf).await?;
+            self.buf.clear();
         }
         Ok(())
     }
@@ -64,8 +65,7 @@ impl<'a> BinaryCopyInWriter<'a> {
     /// Ends the data and returns the number of rows copied.
     pub async fn finish(mut self) -> Result<u64, Error> {
         self.buf.put_i16(-1);
-        let rest = self.buf.split();
-        self.copy.write(&rest).await?;
+        self.copy.write(&self.buf).await?;
         self.copy.finish().await
     }
 }

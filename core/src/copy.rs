@@ -4,8 +4,10 @@
 //!
 //! Both are bounded end to end. Copy-out rows go through the same bounded buffer as streamed
 //! rows (`stream.rs`): when the consumer lags, the connection stops reading and TCP holds the
-//! server. Copy-in data is queued in the connection's bounded mailbox in chunks of
-//! [`CHUNK`] bytes: when it is full, [`CopyIn::write`] waits for the connection to send.
+//! server. Copy-in data is queued in the connection's mailbox in chunks of [`CHUNK`] bytes, at
+//! most `COPY_DATA_QUEUED` (4) of them at once: past that, [`CopyIn::write`] waits for the
+//! connection to send, so a COPY in holds a few hundred KiB of data in the client, not a
+//! mailbox full of chunks.
 //! COPY on the shared path is refused by the guard (it is not a plain statement).
 
 use std::marker::PhantomData;
@@ -122,9 +124,7 @@ impl CopyIn<'_> {
         if !self.buf.is_empty() {
             self.send_chunk().await?;
         }
-        self.conn
-            .submit_data(Bytes::from_static(&[b'c', 0, 0, 0, 4]))
-            .await?;
+        self.conn.submit_data(&[b'c', 0, 0, 0, 4]).await?;
         self.finished = true;
         futures_lite::future::poll_fn(|cx| self.shared.poll_end(cx)).await
     }
@@ -132,8 +132,11 @@ impl CopyIn<'_> {
     async fn send_chunk(&mut self) -> Result<(), Error> {
         let len = (self.buf.len() - 1) as u32;
         self.buf[1..5].copy_from_slice(&len.to_be_bytes());
-        let chunk = self.buf.split().freeze();
-        self.conn.submit_data(chunk).await
+        // The mailbox copies the message: the buffer is reused for the next one, not
+        // reallocated per chunk.
+        self.conn.submit_data(&self.buf).await?;
+        self.buf.clear();
+        Ok(())
     }
 }
 
@@ -148,7 +151,7 @@ impl Drop for CopyIn<'_> {
         msg.put_u8(b'f');
         msg.put_u32(4 + reason.len() as u32);
         msg.extend_from_slice(reason);
-        self.conn.submit_data_now(msg.freeze());
+        self.conn.submit_data_now(&msg);
     }
 }
 

@@ -137,6 +137,17 @@ pub struct Measurement {
     /// Through the delay proxy: the most any chunk went out after its due time during the
     /// run, in µs (the proxy's own scheduling error).
     pub proxy_late_max_us: Option<f64>,
+    /// Bulk workloads: the client's peak heap while the rows moved: the most live heap bytes
+    /// of the process, less the runtime's (`runtime_heap_bytes`); `bulk.rs`.
+    pub peak_heap_bytes: Option<f64>,
+    /// Bulk workloads: the client's live heap bytes when the rows started to move (its
+    /// connections, buffers, caches).
+    pub heap_at_start_bytes: Option<f64>,
+    /// Bulk workloads: live heap bytes of the run's thread and runtime before the client
+    /// connected (not in the two figures above).
+    pub runtime_heap_bytes: Option<f64>,
+    /// Bulk workloads: what the rows add up to (COPY in: what the server holds afterwards).
+    pub sums: Option<crate::bulk::Sums>,
 }
 
 /// One database operation with its arguments.
@@ -206,6 +217,10 @@ impl Workload {
                     Op::Point(rng.key(rows))
                 }
             }
+            // Their runs are `Load::Rows`, which `bulk.rs` drives without ops.
+            Workload::CopyIn | Workload::CopyOut | Workload::Stream => {
+                unreachable!("bulk workloads move rows, not ops")
+            }
         }
     }
 }
@@ -228,6 +243,17 @@ pub trait Db: Clone + 'static {
     /// pgpipe's counters (summed over its connections).
     fn fill(&self) -> Option<pgpipe::ConnStats> {
         None
+    }
+    /// Runs a bulk workload of `rows` rows on a connection of its own (`bulk.rs`), calling
+    /// `marks.start()` once that connection is ready and `marks.end()` after the last row.
+    async fn bulk(
+        &self,
+        w: Workload,
+        rows: u64,
+        marks: &crate::bulk::Marks,
+    ) -> Result<crate::bulk::Sums, String> {
+        let _ = (rows, marks);
+        Err(format!("this candidate does not run {}", w.label()))
     }
 }
 
@@ -412,6 +438,10 @@ fn measurement(a: &Snapshot, b: &Snapshot, conns: i64, job: &Job) -> Measurement
             unfinished: 0,
             dropped: 0,
             proxy_late_max_us: None,
+            peak_heap_bytes: None,
+            heap_at_start_bytes: None,
+            runtime_heap_bytes: None,
+            sums: None,
         }
     })
 }
@@ -448,7 +478,7 @@ impl Fill {
 /// After the window: how many of the candidate's backends use TLS, with which versions and
 /// ciphers; a candidate whose backends are not what its name says (TLS or plaintext) gets an
 /// error, so that a run never reports the wrong transport.
-fn check_transport(m: &mut Measurement, job: &Job) {
+pub fn check_transport(m: &mut Measurement, job: &Job) {
     let sql = format!(
         "SELECT count(*) FILTER (WHERE s.ssl) || '|' || count(*) || '|' || \
          coalesce(string_agg(DISTINCT s.version || ' ' || s.cipher, ', '), '') \
@@ -543,6 +573,7 @@ pub async fn drive<D: Db, S: LocalRt>(db: D, rt: S, job: &Job) -> Measurement {
         Load::Closed { tasks } => closed(db, rt, job, tasks).await,
         Load::Open { rate } => open(db, rt, job, rate).await,
         Load::Ceiling { queries } => ceiling(db, rt, job, queries).await,
+        Load::Rows { rows } => crate::bulk::drive(db, job, rows).await,
     }
 }
 
@@ -814,7 +845,7 @@ fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-impl<R: pgpipe::rt::Runtime> Db for PgpipeDb<R> {
+impl<R: pgpipe::Adapter> Db for PgpipeDb<R> {
     async fn op(&self, op: Op) -> Result<(), String> {
         let c = &self.0;
         match op {
@@ -842,6 +873,15 @@ impl<R: pgpipe::rt::Runtime> Db for PgpipeDb<R> {
 
     fn fill(&self) -> Option<pgpipe::ConnStats> {
         Some(self.0.stats().total)
+    }
+
+    async fn bulk(
+        &self,
+        w: Workload,
+        rows: u64,
+        marks: &crate::bulk::Marks,
+    ) -> Result<crate::bulk::Sums, String> {
+        crate::bulk::pgpipe(&self.0, w, rows, marks).await
     }
 }
 
@@ -963,6 +1003,15 @@ impl Db for TpgDb {
         )
         .await
     }
+
+    async fn bulk(
+        &self,
+        w: Workload,
+        rows: u64,
+        marks: &crate::bulk::Marks,
+    ) -> Result<crate::bulk::Sums, String> {
+        crate::bulk::tokio_postgres(&self.conns[self.mine].client, w, rows, marks).await
+    }
 }
 
 /// deadpool-postgres: check a connection out per op, statements from its per-connection cache.
@@ -1071,6 +1120,20 @@ impl Job {
 
 /// Runs `job` on a fresh thread and runtime; returns its measurement or why it failed.
 pub fn run(job: Job) -> Result<Measurement, String> {
+    // Bulk runs measure the heap: counted from before the runner thread exists, so that
+    // everything its runtime and client allocate is in the figure.
+    let bulk = job.workload.is_bulk();
+    if bulk {
+        pgpipe_bench::alloc::track(true);
+    }
+    let r = run_thread(job);
+    if bulk {
+        pgpipe_bench::alloc::track(false);
+    }
+    r
+}
+
+fn run_thread(job: Job) -> Result<Measurement, String> {
     let name = format!("run-{}", job.cand.name);
     let t = std::thread::Builder::new()
         .name(name)
@@ -1107,6 +1170,7 @@ fn run_smol(job: &Job) -> Result<Measurement, String> {
     let local = Rc::new(async_executor::LocalExecutor::new());
     let rt = SmolLocal(local.clone());
     async_io::block_on(local.run(async {
+        crate::bulk::runtime_ready();
         let client = pgpipe::Client::connect(
             pgpipe_smol::SmolLocalRuntime::on(local.clone()),
             job.pgpipe_config(),
@@ -1125,6 +1189,7 @@ fn run_glommio(job: &Job) -> Result<Measurement, String> {
         .make()
         .map_err(err)?;
     ex.run(async {
+        crate::bulk::runtime_ready();
         let client = pgpipe_glommio::connect_with(job.pgpipe_config())
             .await
             .map_err(err)?;
@@ -1147,6 +1212,7 @@ fn run_tokio(job: &Job, which: TokioClient) -> Result<Measurement, String> {
         .map_err(err)?;
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async {
+        crate::bulk::runtime_ready();
         match which {
             TokioClient::Pgpipe => {
                 let client = pgpipe::Client::connect(

@@ -13,6 +13,7 @@
 //! candidates interleaved over several rounds, prints Markdown tables (median and min–max over
 //! rounds), and writes the JSON document and SVG charts. Method and figures: docs/BENCHMARKS.md.
 
+mod bulk;
 mod engine;
 mod monitor;
 mod plan;
@@ -32,6 +33,11 @@ use crate::monitor::Monitor;
 use crate::plan::{Candidate, Delay, Kind, Load, Scenario, Settings, Workload};
 use crate::report::{Machine, Report, ScenarioResult};
 
+/// Counts live heap bytes while a bulk run (COPY, streaming) measures them; otherwise one
+/// relaxed load per allocation.
+#[global_allocator]
+static ALLOC: pgpipe_bench::alloc::TrackingAlloc = pgpipe_bench::alloc::TrackingAlloc;
+
 const USAGE: &str = "\
 pgpipe-bench: pgpipe side by side with tokio-postgres and deadpool-postgres
 
@@ -49,8 +55,11 @@ usage: cargo run --release -p pgpipe-bench -- [options]
                           sslmode=verify-full; tokio-postgres and deadpool via tokio-postgres-rustls),
                           e.g. pgpipe-tokio-4-tls, tokio-postgres-4-tls; without it, plaintext
                           (a #2 suffix enters a configuration twice: an A/A control)
-  --scenarios LIST        only these scenarios of the default set, by id or tag (see --list), e.g. tls
-  --workloads LIST        point,select1,rw,ceiling,hol (hol: 99% point selects, 1% SELECT pg_sleep(0.02))
+  --scenarios LIST        only these scenarios of the default set, by id or tag (see --list), e.g. tls;
+                          copy = the COPY in, COPY out and streamed-read scenarios
+  --workloads LIST        point,select1,rw,ceiling,hol,copy-in,copy-out,stream
+                          (hol: 99% point selects, 1% SELECT pg_sleep(0.02); copy-in/copy-out:
+                          binary COPY of --copy-rows rows; stream: the same rows streamed)
   --loads LIST            closed,open
   --delays LIST           direct (no proxy) and/or one-way delays in ms through the delay proxy: 0,1,5
   --rounds N              rounds over all candidates (default 3; quick 1)
@@ -62,6 +71,7 @@ usage: cargo run --release -p pgpipe-bench -- [options]
   --rate N                open-loop arrivals per second (default 10000; quick 1000)
   --rows N                accounts rows (default 1000000; quick 10000)
   --ceiling-queries N     queries of the pool-ceiling batch (default 600; quick 60)
+  --copy-rows N           rows of each COPY and streaming run (default 1000000; quick 100000)
   --out FILE              JSON result (default bench/results/pgpipe-bench-<time>.json; quick: target/pgpipe-bench-quick/)
   --svg-dir DIR           charts (default docs/bench; quick: target/pgpipe-bench-quick/svg)
   --no-svg                no charts
@@ -90,6 +100,7 @@ struct Args {
     rate: Option<f64>,
     rows: Option<i32>,
     ceiling_queries: Option<usize>,
+    copy_rows: Option<u64>,
     out: Option<PathBuf>,
     svg_dir: Option<PathBuf>,
     no_svg: bool,
@@ -123,6 +134,7 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
         rate: None,
         rows: None,
         ceiling_queries: None,
+        copy_rows: None,
         out: None,
         svg_dir: None,
         no_svg: false,
@@ -167,6 +179,7 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
             "--rate" => a.rate = Some(num(flag, val()?)?),
             "--rows" => a.rows = Some(num(flag, val()?)?),
             "--ceiling-queries" => a.ceiling_queries = Some(num(flag, val()?)?),
+            "--copy-rows" => a.copy_rows = Some(num(flag, val()?)?),
             "--out" => a.out = Some(val()?.into()),
             "--svg-dir" => a.svg_dir = Some(val()?.into()),
             "--no-svg" => a.no_svg = true,
@@ -185,6 +198,11 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
     }
     if a.rounds == Some(0) || a.tasks == Some(0) || a.rows.is_some_and(|r| r < 1) {
         return Err("--rounds, --tasks and --rows must be at least 1".into());
+    }
+    if a.copy_rows
+        .is_some_and(|r| !(1..=bulk::MAX_ROWS).contains(&r))
+    {
+        return Err(format!("--copy-rows must be 1 to {}", bulk::MAX_ROWS));
     }
     let positive = |x: Option<f64>| x.is_none_or(|x| x > 0.0 && x.is_finite());
     // Also bounded: Duration::from_secs_f64 panics on huge values.
@@ -218,6 +236,7 @@ fn settings(a: &Args) -> Settings {
         rate: a.rate.unwrap_or(if q { 1000.0 } else { 10_000.0 }),
         rows: a.rows.unwrap_or(if q { 10_000 } else { 1_000_000 }),
         ceiling_queries: a.ceiling_queries.unwrap_or(if q { 60 } else { 600 }),
+        copy_rows: a.copy_rows.unwrap_or(if q { 100_000 } else { 1_000_000 }),
     }
 }
 
@@ -253,6 +272,8 @@ fn build_plan(a: &Args, s: &Settings) -> Vec<Scenario> {
                     .next()
                     .map(|x| x.candidates)
                     .unwrap_or_default();
+            } else if sc.workload.is_bulk() {
+                sc.candidates = c.iter().filter(|c| plan::runs_bulk(c)).cloned().collect();
             } else {
                 sc.candidates = c.clone();
             }
@@ -352,7 +373,7 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
             .map(|s| s.id())
             .collect();
         return Err(format!(
-            "--scenarios matched nothing; the default set's scenarios: {}, or the tag tls",
+            "--scenarios matched nothing; the default set's scenarios: {}, or the tags tls, copy",
             all.join(", ")
         ));
     }
@@ -441,6 +462,24 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
         settings.rows,
         t.elapsed().as_secs_f64()
     );
+    if plan.iter().any(|s| s.workload.is_bulk()) {
+        let t = Instant::now();
+        load_copy_source(&base, settings.copy_rows)?;
+        // The source must hold exactly the rows the runs expect, or every run would fail.
+        let have = bulk::source_sums(&monitor)?;
+        if have != bulk::Sums::expected(settings.copy_rows) {
+            return Err(format!(
+                "{} holds {have:?}, expected {:?}",
+                bulk::SOURCE_TABLE,
+                bulk::Sums::expected(settings.copy_rows)
+            ));
+        }
+        eprintln!(
+            "pgpipe-bench: COPY source table ready ({} rows) in {:.1}s",
+            settings.copy_rows,
+            t.elapsed().as_secs_f64()
+        );
+    }
 
     // Other work on the machine (a build, another benchmark) distorts every figure: measure
     // how busy the machine is before starting, and say so.
@@ -549,7 +588,12 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
                                 m.dropped,
                                 m.errors
                             ),
-                            None => format!("{:.0} ops/s, {} errors", m.throughput, m.errors),
+                            None => format!(
+                                "{:.0} {}/s, {} errors",
+                                m.throughput,
+                                if sc.workload.is_bulk() { "rows" } else { "ops" },
+                                m.errors
+                            ),
                         };
                         if m.errors > 0 {
                             eprintln!(
@@ -746,6 +790,45 @@ fn load_accounts(base: &pgpipe::Config, rows: i32) -> Result<(), String> {
     }))
 }
 
+/// Creates `pgpipe_bench_copy_src` with `rows` generated rows (what COPY out and the stream
+/// read) and an empty `pgpipe_bench_copy_in` (what COPY in fills), unless the source already
+/// holds exactly `rows` rows.
+fn load_copy_source(base: &pgpipe::Config, rows: u64) -> Result<(), String> {
+    let ex = Arc::new(async_executor::Executor::new());
+    let e = |e: pgpipe::Error| format!("loading the COPY source table: {e}");
+    async_io::block_on(ex.run(async {
+        let mut cfg = base.clone();
+        cfg.pipeline_size = 1;
+        cfg.application_name = Some("pgpipe-bench-setup".into());
+        let db = pgpipe::Client::connect(pgpipe_smol::SmolRuntime::on(ex.clone()), cfg)
+            .await
+            .map_err(e)?;
+        let s = db.session().await.map_err(e)?;
+        let sql = format!(
+            "SELECT to_regclass('{}') IS NOT NULL AND to_regclass('{}') IS NOT NULL",
+            bulk::SOURCE_TABLE,
+            bulk::TARGET_TABLE
+        );
+        let exists: bool = s.query_one(&sql, &[]).await.map_err(e)?.get(0);
+        let have: i64 = if exists {
+            let sql = format!("SELECT count(*) FROM {}", bulk::SOURCE_TABLE);
+            s.query_one(&sql, &[]).await.map_err(e)?.get(0)
+        } else {
+            -1
+        };
+        if u64::try_from(have).ok() != Some(rows) {
+            eprintln!("pgpipe-bench: loading {rows} rows to COPY out and stream");
+            s.batch_execute(&bulk::load_sql(rows)).await.map_err(e)?;
+            s.batch_execute(&format!("VACUUM ANALYZE {}", bulk::SOURCE_TABLE))
+                .await
+                .map_err(e)?;
+        }
+        drop(s);
+        db.close().await;
+        Ok(())
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -764,6 +847,10 @@ mod tests {
             if matches!(sc.load, Load::Ceiling { .. }) {
                 assert!(sc.candidates.iter().any(|c| c.name == "deadpool-32"));
                 assert!(sc.candidates.iter().any(|c| c.name == "pgpipe-smol-1-m1"));
+            } else if sc.workload.is_bulk() {
+                // deadpool does not run COPY or streaming (it is tokio-postgres underneath).
+                let names: Vec<_> = sc.candidates.iter().map(|c| c.name.as_str()).collect();
+                assert_eq!(names, ["pgpipe-smol-4"]);
             } else {
                 let names: Vec<_> = sc.candidates.iter().map(|c| c.name.as_str()).collect();
                 assert_eq!(names, ["pgpipe-smol-4", "deadpool-16"]);
@@ -798,6 +885,37 @@ mod tests {
             args("--sslrootcert /x/ca.crt --candidates pgpipe-tokio-4-tls,tokio-postgres-1-tls");
         assert_eq!(a.sslrootcert.as_deref(), Some(Path::new("/x/ca.crt")));
         assert!(a.candidates.unwrap().iter().all(|c| c.tls));
+    }
+
+    #[test]
+    fn copy_scenarios_are_selectable_and_sized() {
+        let a = args("--scenarios copy");
+        let s = settings(&a);
+        assert_eq!(s.copy_rows, 1_000_000);
+        let ids: Vec<String> = build_plan(&a, &s).iter().map(|s| s.id()).collect();
+        assert_eq!(
+            ids,
+            [
+                "copy-in-rows-1000000-direct",
+                "copy-out-rows-1000000-direct",
+                "stream-rows-1000000-direct"
+            ]
+        );
+        let q = args("--quick --scenarios copy");
+        let p = build_plan(&q, &settings(&q));
+        assert_eq!(p.len(), 3);
+        assert!(p.iter().all(|s| s.load == Load::Rows { rows: 100_000 }));
+        assert!(p.iter().all(|s| s.candidates.iter().any(|c| c.copy == 2)));
+        let c = args(
+            "--workloads stream,copy-in --copy-rows 500 --candidates pgpipe-tokio-1,deadpool-8",
+        );
+        let p = build_plan(&c, &settings(&c));
+        assert_eq!(p.len(), 2);
+        assert!(p
+            .iter()
+            .all(|s| s.load == Load::Rows { rows: 500 } && s.candidates.len() == 1));
+        assert!(parse_args(&["--copy-rows".into(), "0".into()]).is_err());
+        assert!(parse_args(&["--copy-rows=100000000".into()]).is_err());
     }
 
     #[test]

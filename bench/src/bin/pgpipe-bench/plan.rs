@@ -185,6 +185,12 @@ pub enum Workload {
     /// Head-of-line: 99% point selects, 1% `SELECT pg_sleep(0.02)`, drawn from each op's
     /// seeded generator; fast and slow ops' latencies are also recorded apart.
     Hol,
+    /// `COPY ... FROM STDIN (FORMAT binary)` of generated (int8, text, float8) rows.
+    CopyIn,
+    /// `COPY ... TO STDOUT (FORMAT binary)` of such rows, every row decoded.
+    CopyOut,
+    /// The same rows as a streamed `SELECT` on an exclusive connection, every row decoded.
+    Stream,
 }
 
 impl Workload {
@@ -196,8 +202,11 @@ impl Workload {
             "rw" => Ok(Workload::ReadWrite),
             "ceiling" | "sleep" => Ok(Workload::Sleep),
             "hol" => Ok(Workload::Hol),
+            "copy-in" => Ok(Workload::CopyIn),
+            "copy-out" => Ok(Workload::CopyOut),
+            "stream" => Ok(Workload::Stream),
             _ => Err(format!(
-                "unknown workload {s:?} (point, select1, rw, ceiling, hol)"
+                "unknown workload {s:?} (point, select1, rw, ceiling, hol, copy-in, copy-out, stream)"
             )),
         }
     }
@@ -209,7 +218,18 @@ impl Workload {
             Workload::ReadWrite => "rw",
             Workload::Sleep => "ceiling",
             Workload::Hol => "hol",
+            Workload::CopyIn => "copy-in",
+            Workload::CopyOut => "copy-out",
+            Workload::Stream => "stream",
         }
+    }
+    /// The bulk workloads (COPY and streaming): one run moves a fixed number of rows
+    /// ([`Load::Rows`]) on one exclusive connection.
+    pub fn is_bulk(self) -> bool {
+        matches!(
+            self,
+            Workload::CopyIn | Workload::CopyOut | Workload::Stream
+        )
     }
     /// Statements per op.
     pub fn statements(self) -> u32 {
@@ -231,6 +251,8 @@ pub enum Load {
     Open { rate: f64 },
     /// A fixed batch of `queries` concurrent ops; the figure is the time to finish them all.
     Ceiling { queries: usize },
+    /// Bulk workloads: `rows` rows moved by one caller; the figure is rows per second.
+    Rows { rows: u64 },
 }
 
 impl Load {
@@ -239,6 +261,7 @@ impl Load {
             Load::Closed { tasks } => format!("closed-{tasks}"),
             Load::Open { rate } => format!("open-{}", *rate as u64),
             Load::Ceiling { queries } => format!("batch-{queries}"),
+            Load::Rows { rows } => format!("rows-{rows}"),
         }
     }
 }
@@ -311,9 +334,10 @@ impl Scenario {
         }
     }
 
-    /// Whether `--scenarios` item `sel` names this scenario: its id or its tag.
+    /// Whether `--scenarios` item `sel` names this scenario: its id, its tag, or `copy` for
+    /// every bulk scenario (COPY in and out, streaming).
     pub fn selected_by(&self, sel: &str) -> bool {
-        self.id() == sel || self.tag == Some(sel)
+        self.id() == sel || self.tag == Some(sel) || (sel == "copy" && self.workload.is_bulk())
     }
 }
 
@@ -390,6 +414,8 @@ pub struct Settings {
     pub rows: i32,
     /// Queries of the pool-ceiling batch.
     pub ceiling_queries: usize,
+    /// Rows of each COPY and streaming run.
+    pub copy_rows: u64,
 }
 
 impl Settings {
@@ -444,6 +470,36 @@ pub const TLS_QUICK_CANDIDATES: [&str; 7] = [
     "pgpipe-tokio-2-tls#2",
 ];
 
+/// The candidates of the bulk scenarios (COPY in and out, streaming): pgpipe on each runtime
+/// (the bulk work runs on a session, an exclusive connection; `-1` keeps the shared path to one
+/// idle connection), tokio-postgres on one connection, and the A/A duplicate.
+pub const COPY_CANDIDATES: [&str; 5] = [
+    "pgpipe-smol-1",
+    "pgpipe-tokio-1",
+    "pgpipe-glommio-1",
+    "tokio-postgres-1",
+    "pgpipe-tokio-1#2",
+];
+
+/// Whether a candidate kind runs the bulk workloads (deadpool is tokio-postgres underneath).
+pub fn runs_bulk(c: &Candidate) -> bool {
+    c.kind != Kind::Deadpool
+}
+
+/// The bulk scenarios: COPY in, COPY out, streamed read, direct, `copy_rows` rows each.
+fn copy_scenarios(s: &Settings) -> Vec<Scenario> {
+    [Workload::CopyIn, Workload::CopyOut, Workload::Stream]
+        .into_iter()
+        .map(|workload| Scenario {
+            tag: None,
+            workload,
+            load: Load::Rows { rows: s.copy_rows },
+            delay: Delay::Direct,
+            candidates: cands(&COPY_CANDIDATES),
+        })
+        .collect()
+}
+
 /// The curated default plan (or `--quick`'s). Sized to finish in about five minutes on a
 /// 2-core machine: every candidate kind on the headline scenario (point select, direct), each
 /// family's usual best elsewhere.
@@ -474,7 +530,7 @@ pub fn default_plan(s: &Settings, quick: bool) -> Vec<Scenario> {
     };
     if quick {
         let few = cands(&["pgpipe-smol-2", "tokio-postgres-1", "deadpool-8"]);
-        return vec![
+        let mut plan = vec![
             sc(Workload::Point, closed, Delay::Direct, all_candidates()),
             tls(&TLS_QUICK_CANDIDATES),
             sc(Workload::Point, closed, ms(1), few.clone()),
@@ -492,6 +548,8 @@ pub fn default_plan(s: &Settings, quick: bool) -> Vec<Scenario> {
                 &[1, 4],
             ),
         ];
+        plan.extend(copy_scenarios(s));
+        return plan;
     }
     let best_of_each = cands(&[
         "pgpipe-smol-4",
@@ -524,7 +582,7 @@ pub fn default_plan(s: &Settings, quick: bool) -> Vec<Scenario> {
         "deadpool-16",
         "deadpool-32",
     ]);
-    vec![
+    let mut plan = vec![
         sc(Workload::Point, closed, Delay::Direct, all_candidates()),
         tls(&TLS_CANDIDATES),
         sc(
@@ -562,11 +620,14 @@ pub fn default_plan(s: &Settings, quick: bool) -> Vec<Scenario> {
         ),
         sc(Workload::Hol, closed, Delay::Direct, cands(&HOL_CANDIDATES)),
         ceiling(&CEILING_FAMILIES, &CEILING_SIZES),
-    ]
+    ];
+    plan.extend(copy_scenarios(s));
+    plan
 }
 
 /// The plan of explicit selections: every workload × load × delay asked for, each with
-/// `candidates` (the ceiling workload sweeps the candidates' families over `CEILING_SIZES`).
+/// `candidates` (the ceiling workload sweeps the candidates' families over `CEILING_SIZES`; the
+/// bulk workloads move `copy_rows` rows at each delay, whatever the loads, deadpool left out).
 pub fn custom_plan(
     s: &Settings,
     workloads: &[Workload],
@@ -592,6 +653,23 @@ pub fn custom_plan(
                     },
                     delay,
                     candidates: ceiling_candidates(&fams, &CEILING_SIZES),
+                });
+            }
+            continue;
+        }
+        if w.is_bulk() {
+            let candidates: Vec<Candidate> = candidates
+                .iter()
+                .filter(|c| runs_bulk(c))
+                .cloned()
+                .collect();
+            for &delay in delays {
+                out.push(Scenario {
+                    tag: None,
+                    workload: w,
+                    load: Load::Rows { rows: s.copy_rows },
+                    delay,
+                    candidates: candidates.clone(),
                 });
             }
             continue;
@@ -721,6 +799,7 @@ mod tests {
             rate: 100.0,
             rows: 10,
             ceiling_queries: 6,
+            copy_rows: 100,
         };
         for quick in [false, true] {
             let plan = default_plan(&s, quick);
@@ -786,6 +865,7 @@ mod tests {
             rate: 100.0,
             rows: 10,
             ceiling_queries: 6,
+            copy_rows: 100,
         };
         let quick_hol: Vec<_> = default_plan(&s, true)
             .into_iter()

@@ -94,6 +94,12 @@ pub struct Summary {
     pub wall_ms: Figure,
     /// Through the delay proxy: the proxy's worst lateness per run, in µs.
     pub proxy_late_max_us: Option<Figure>,
+    /// Bulk workloads: the client's peak heap while the rows moved.
+    pub peak_heap_bytes: Option<Figure>,
+    /// Bulk workloads: the client's heap when the rows started to move.
+    pub heap_at_start_bytes: Option<Figure>,
+    /// Bulk workloads: the runtime's heap before the client connected.
+    pub runtime_heap_bytes: Option<Figure>,
 }
 
 impl Summary {
@@ -135,6 +141,9 @@ impl Summary {
             tls_backends: o(|m| m.tls_backends.map(|n| n as f64)),
             wall_ms: f(|m| m.seconds * 1e3),
             proxy_late_max_us: o(|m| m.proxy_late_max_us),
+            peak_heap_bytes: o(|m| m.peak_heap_bytes),
+            heap_at_start_bytes: o(|m| m.heap_at_start_bytes),
+            runtime_heap_bytes: o(|m| m.runtime_heap_bytes),
         }
     }
 }
@@ -162,6 +171,8 @@ pub struct AaSpread {
     pub p999_pct: f64,
     /// hol: the same for the fast ops' p99.99.
     pub fast_p9999_pct: Option<f64>,
+    /// Bulk workloads: the same for the peak heap.
+    pub peak_heap_pct: Option<f64>,
 }
 
 /// All candidates of a scenario.
@@ -181,6 +192,8 @@ pub struct ScenarioResult {
     pub hol_goals: Vec<Goal>,
     /// With `-tls` candidates: TLS against plaintext and against tokio-postgres over TLS.
     pub tls: Option<TlsReport>,
+    /// Bulk workloads: pgpipe against tokio-postgres, the memory goal, the rows' sums.
+    pub bulk: Option<BulkReport>,
     #[serde(skip)]
     pub delay_kind: Delay,
 }
@@ -231,6 +244,10 @@ impl ScenarioResult {
                     .fast_p9999_us
                     .zip(sb.fast_p9999_us)
                     .map(|(x, y)| pct(x.median, y.median)),
+                peak_heap_pct: sa
+                    .peak_heap_bytes
+                    .zip(sb.peak_heap_bytes)
+                    .map(|(x, y)| pct(x.median, y.median)),
             })
         });
         let mut s = ScenarioResult {
@@ -244,6 +261,7 @@ impl ScenarioResult {
             aa,
             hol_goals: Vec::new(),
             tls: None,
+            bulk: None,
             delay_kind: sc.delay,
         };
         if s.workload == Workload::Hol {
@@ -251,6 +269,9 @@ impl ScenarioResult {
         }
         if s.candidates.iter().any(|c| c.candidate.tls) {
             s.tls = Some(tls_report(&s));
+        }
+        if s.workload.is_bulk() {
+            s.bulk = Some(bulk_report(&s));
         }
         s
     }
@@ -289,6 +310,9 @@ impl ScenarioResult {
             Workload::ReadWrite => "read/write mix (UPDATE then SELECT; 1 op = 2 statements)",
             Workload::Sleep => "pool ceiling: SELECT pg_sleep(0.005)",
             Workload::Hol => "head-of-line: 99% point selects, 1% SELECT pg_sleep(0.02)",
+            Workload::CopyIn => "COPY FROM STDIN (FORMAT binary) of (int8, text, float8) rows",
+            Workload::CopyOut => "COPY TO STDOUT (FORMAT binary) of (int8, text, float8) rows, each decoded",
+            Workload::Stream => "streamed SELECT of (int8, text, float8) rows (pgpipe query_stream on a session, tokio-postgres query_raw), each decoded",
         };
         let l = match self.load {
             Load::Closed { tasks } => format!("closed loop, {tasks} tasks"),
@@ -296,6 +320,7 @@ impl ScenarioResult {
                 format!("open loop, {rate} arrivals/s, latency from each scheduled time")
             }
             Load::Ceiling { queries } => format!("{queries} concurrent queries, time to finish"),
+            Load::Rows { rows } => format!("{rows} rows per run, one connection"),
         };
         let d = match self.delay_kind {
             Delay::Direct => "direct connection".to_string(),
@@ -578,7 +603,7 @@ fn hol_goals(s: &ScenarioResult) -> Vec<Goal> {
                 });
             }
         }
-        Load::Ceiling { .. } => {}
+        Load::Ceiling { .. } | Load::Rows { .. } => {}
     }
     out
 }
@@ -608,9 +633,9 @@ impl Status {
     }
 }
 
-/// One throughput ratio of medians in a TLS scenario.
+/// One throughput ratio of medians (TLS and bulk scenarios).
 #[derive(Debug, Clone, Serialize)]
-pub struct TlsRatio {
+pub struct Ratio {
     /// `pgpipe-tokio-4-tls / pgpipe-tokio-4`.
     pub what: String,
     /// The goal (`ratio >= goal`), None for a figure given for context.
@@ -628,12 +653,122 @@ pub struct TlsRatio {
 /// The TLS comparisons of a scenario with `-tls` candidates, from the medians.
 #[derive(Debug, Clone, Serialize)]
 pub struct TlsReport {
-    pub ratios: Vec<TlsRatio>,
+    pub ratios: Vec<Ratio>,
     /// The A/A control's throughput spread in percent (the noise the statuses use).
     pub aa_throughput_pct: Option<f64>,
     /// Each candidate's TLS backends (pg_stat_ssl) against its connections, and what it
     /// negotiated, as `name: versions and ciphers` (from its last round).
     pub negotiated: Vec<String>,
+}
+
+/// `a`'s median throughput over `b`'s against `goal` (None: for context), judged with the A/A
+/// throughput spread `noise` (percent).
+fn judge(
+    a: &CandidateResult,
+    b: &CandidateResult,
+    what: String,
+    goal: Option<f64>,
+    noise: Option<f64>,
+) -> Ratio {
+    let (x, y) = (a.summary.throughput.median, b.summary.throughput.median);
+    let r = x / y;
+    let status = match (goal, noise) {
+        (None, _) => Status::Info,
+        (Some(g), Some(n)) if ((r - g) / g).abs() * 100.0 <= n => Status::ParityWithinNoise,
+        (Some(g), _) if r >= g => Status::Met,
+        _ => Status::NotMet,
+    };
+    Ratio {
+        what,
+        goal,
+        ratio: r,
+        numerator: x,
+        denominator: y,
+        met_by_medians: goal.map(|g| r >= g),
+        status,
+    }
+}
+
+/// The memory goal of a streamed read: a client's peak heap at most this.
+pub const STREAM_PEAK_HEAP_GOAL: f64 = 16.0 * 1024.0 * 1024.0;
+/// The throughput goal of COPY in and out: pgpipe at least this times tokio-postgres.
+pub const COPY_RATIO_GOAL: f64 = 0.9;
+
+/// The comparisons of a bulk scenario, from the medians.
+#[derive(Debug, Clone, Serialize)]
+pub struct BulkReport {
+    /// Each pgpipe runtime's rows/s against tokio-postgres': goal >= 0.9 for COPY in and out,
+    /// for context for the stream.
+    pub ratios: Vec<Ratio>,
+    /// The A/A control's throughput spread in percent (the noise the statuses use).
+    pub aa_throughput_pct: Option<f64>,
+    /// Stream: each pgpipe runtime's peak heap against 16 MiB (medians and worst round).
+    pub memory: Vec<Goal>,
+    /// The sums of every successful run (rows, ids, name bytes, scores), if all runs agree.
+    pub sums_agree: Option<crate::bulk::Sums>,
+    /// Successful runs whose sums were compared.
+    pub runs_checked: usize,
+}
+
+fn bulk_report(s: &ScenarioResult) -> BulkReport {
+    let noise = s.aa.as_ref().map(|a| a.throughput_pct);
+    let tpg = s.best(|c| c.kind == Kind::TokioPostgres && c.copy == 1);
+    let pgpipe: Vec<&CandidateResult> = s
+        .ok()
+        .filter(|c| c.candidate.is_pgpipe() && c.candidate.copy == 1)
+        .collect();
+    let goal = (s.workload != Workload::Stream).then_some(COPY_RATIO_GOAL);
+    let ratios = match tpg {
+        Some(t) => pgpipe
+            .iter()
+            .map(|p| {
+                let what = format!("{} / {}", p.candidate.name, t.candidate.name);
+                judge(p, t, what, goal, noise)
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let mib = |b: f64| b / (1024.0 * 1024.0);
+    let memory = if s.workload == Workload::Stream {
+        pgpipe
+            .iter()
+            .filter_map(|p| {
+                let f = p.summary.peak_heap_bytes?;
+                Some(Goal {
+                    goal: format!(
+                        "{}: peak client heap of the stream <= {:.0} MiB",
+                        p.candidate.name,
+                        mib(STREAM_PEAK_HEAP_GOAL)
+                    ),
+                    measured: format!(
+                        "{:.2} MiB (worst round {:.2} MiB)",
+                        mib(f.median),
+                        mib(f.max)
+                    ),
+                    met: Some(f.median <= STREAM_PEAK_HEAP_GOAL),
+                })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let sums: Vec<crate::bulk::Sums> = s
+        .candidates
+        .iter()
+        .flat_map(|c| &c.runs)
+        .filter_map(|m| m.sums)
+        .collect();
+    let sums_agree = sums
+        .first()
+        .copied()
+        .filter(|first| sums.iter().all(|x| x == first));
+    BulkReport {
+        ratios,
+        aa_throughput_pct: noise,
+        memory,
+        sums_agree,
+        runs_checked: sums.len(),
+    }
 }
 
 /// pgpipe over TLS against its own plaintext (goal >= 0.9) and against the best
@@ -651,23 +786,7 @@ fn tls_report(s: &ScenarioResult) -> TlsReport {
         })
     };
     let ratio = |a: &CandidateResult, b: &CandidateResult, what: String, goal: Option<f64>| {
-        let (x, y) = (a.summary.throughput.median, b.summary.throughput.median);
-        let r = x / y;
-        let status = match (goal, noise) {
-            (None, _) => Status::Info,
-            (Some(g), Some(n)) if ((r - g) / g).abs() * 100.0 <= n => Status::ParityWithinNoise,
-            (Some(g), _) if r >= g => Status::Met,
-            _ => Status::NotMet,
-        };
-        TlsRatio {
-            what,
-            goal,
-            ratio: r,
-            numerator: x,
-            denominator: y,
-            met_by_medians: goal.map(|g| r >= g),
-            status,
-        }
+        judge(a, b, what, goal, noise)
     };
     let mut ratios = Vec::new();
     let best_tpg = s.best(|c| c.tls && c.kind == Kind::TokioPostgres && c.copy == 1);
@@ -761,11 +880,20 @@ pub fn table(s: &ScenarioResult, rounds: usize) -> String {
     let _ = writeln!(t, "### {}\n", s.id);
     let _ = writeln!(
         t,
-        "{} — {rounds} round(s), median (min–max); latency in ms.\n",
-        s.describe()
+        "{} — {rounds} round(s), median (min–max){}.\n",
+        s.describe(),
+        if s.workload.is_bulk() {
+            ""
+        } else {
+            "; latency in ms"
+        }
     );
     if s.workload == Workload::Hol {
         hol_table(&mut t, s);
+        return t;
+    }
+    if s.workload.is_bulk() {
+        bulk_table(&mut t, s);
         return t;
     }
     let ceiling = matches!(s.load, Load::Ceiling { .. });
@@ -1013,6 +1141,117 @@ fn hol_table(t: &mut String, s: &ScenarioResult) {
                 Some(true) => "met",
                 Some(false) => "NOT met",
                 None => "n/a",
+            };
+            let _ = writeln!(t, "- {}: {} — **{st}**", g.goal, g.measured);
+        }
+    }
+}
+
+/// A bulk scenario's rows: rows/s, CPU per row, the heap; then the A/A spread, the rows'
+/// check, the ratios and the memory goal.
+fn bulk_table(t: &mut String, s: &ScenarioResult) {
+    let _ = writeln!(
+        t,
+        "| candidate | rows/s | seconds | client CPU µs/row | machine CPU µs/row | peak client heap MiB | client heap at start MiB | runtime heap MiB | errors |"
+    );
+    let _ = writeln!(t, "|---|--:|--:|--:|--:|--:|--:|--:|--:|");
+    let mib = |b: f64| format!("{:.2}", b / (1024.0 * 1024.0));
+    for c in &s.candidates {
+        let m = &c.summary;
+        if c.runs.is_empty() {
+            let _ = writeln!(
+                t,
+                "| {} | failed: {} |",
+                c.candidate.name,
+                c.failures.first().map(String::as_str).unwrap_or("?")
+            );
+            continue;
+        }
+        let _ = writeln!(
+            t,
+            "| {} | {} | {:.2} | {} | {:.2} | {} | {} | {} | {} |",
+            c.candidate.name,
+            range(&m.throughput, thousands),
+            m.wall_ms.median / 1e3,
+            range(&m.client_cpu_us, |v| format!("{v:.2}")),
+            m.machine_cpu_us.median,
+            m.peak_heap_bytes
+                .map_or_else(|| "–".into(), |f| range(&f, mib)),
+            m.heap_at_start_bytes
+                .map_or_else(|| "–".into(), |f| mib(f.median)),
+            m.runtime_heap_bytes
+                .map_or_else(|| "–".into(), |f| mib(f.median)),
+            m.errors,
+        );
+    }
+    let _ = writeln!(
+        t,
+        "\npeak client heap = the most live heap bytes of the benchmark process while the rows moved, less the runtime heap (a counting global allocator, tracking from before the run's thread starts; heap only: not thread stacks, io_uring rings or socket buffers); client heap at start = the client's part already live when the rows started to move (connections, buffers, caches); runtime heap = live when the run's runtime was ready, before the client connected."
+    );
+    let Some(b) = &s.bulk else { return };
+    match b.sums_agree {
+        Some(x) => {
+            let _ = writeln!(
+                t,
+                "\nRows checked: all {} runs agree — {} rows, Σid {}, Σ name bytes {}, Σ score {} (COPY in: counted by finish() and read back from the server; out and stream: every row decoded).",
+                b.runs_checked, x.rows, x.id, x.name_bytes, x.score
+            );
+        }
+        None if b.runs_checked > 0 => {
+            let _ = writeln!(t, "\nRows checked: the runs' sums DIFFER (see the JSON).");
+        }
+        None => {}
+    }
+    if let Some(aa) = &s.aa {
+        let _ = writeln!(
+            t,
+            "\nA/A control ({} vs {}): rows/s differ by {:.1}%, client CPU by {:.1}%, peak heap by {}.",
+            aa.a,
+            aa.b,
+            aa.throughput_pct,
+            aa.client_cpu_pct,
+            aa.peak_heap_pct
+                .map_or_else(|| "–".into(), |p| format!("{p:.1}%"))
+        );
+    }
+    if !b.ratios.is_empty() {
+        let noise = b.aa_throughput_pct.map_or_else(
+            || "no A/A control in this scenario".into(),
+            |p| format!("A/A rows/s spread {p:.1}%"),
+        );
+        let _ = writeln!(
+            t,
+            "\nRatios (rows/s medians; a ratio closer to its goal than the A/A spread is parity within noise; {noise}):\n"
+        );
+        for x in &b.ratios {
+            let goal = x
+                .goal
+                .map_or_else(String::new, |g| format!(" (goal >= {g:.1})"));
+            let medians = match (x.status, x.met_by_medians) {
+                (Status::ParityWithinNoise, Some(m)) => format!(
+                    "; by the medians alone {}",
+                    if m { "met" } else { "not met" }
+                ),
+                _ => String::new(),
+            };
+            let _ = writeln!(
+                t,
+                "- {}{goal}: {:.2}x ({:.0} vs {:.0} rows/s) — **{}**{medians}",
+                x.what,
+                x.ratio,
+                x.numerator,
+                x.denominator,
+                x.status.label()
+            );
+        }
+    }
+    if !b.memory.is_empty() {
+        let _ = writeln!(t, "\nMemory goal (medians over rounds):\n");
+        for g in &b.memory {
+            let st = if g.met == Some(true) {
+                "met"
+            } else {
+                "NOT met"
             };
             let _ = writeln!(t, "- {}: {} — **{st}**", g.goal, g.measured);
         }

@@ -452,6 +452,9 @@ pub fn charts(s: &ScenarioResult) -> Vec<(String, String)> {
                 .collect()
         };
     let subtitle = format!("{} · median of rounds, whiskers min–max", s.describe());
+    if s.workload.is_bulk() {
+        return bulk_charts(s, &ok, &subtitle);
+    }
 
     if let Load::Ceiling { queries } = s.load {
         let mut series: Vec<Series> = families
@@ -653,6 +656,50 @@ pub fn charts(s: &ScenarioResult) -> Vec<(String, String)> {
     out
 }
 
+/// A bulk scenario's charts: rows per second and peak heap, one bar per candidate.
+fn bulk_charts(
+    s: &ScenarioResult,
+    ok: &[&crate::report::CandidateResult],
+    subtitle: &str,
+) -> Vec<(String, String)> {
+    let bars = |pick: &dyn Fn(&crate::report::Summary) -> Option<Figure>| {
+        ok.iter()
+            .filter_map(|c| {
+                Some((
+                    c.candidate.name.clone(),
+                    color(&c.family),
+                    pick(&c.summary)?,
+                ))
+            })
+            .collect::<Vec<_>>()
+    };
+    let scale = |f: Figure, by: f64| Figure {
+        median: f.median / by,
+        min: f.min / by,
+        max: f.max / by,
+    };
+    vec![
+        (
+            format!("rows-{}.svg", s.id),
+            bar_chart(
+                &format!("Rows per second: {}", s.workload_label()),
+                subtitle,
+                "thousand rows/s",
+                &bars(&|m| Some(scale(m.throughput, 1e3))),
+            ),
+        ),
+        (
+            format!("heap-{}.svg", s.id),
+            bar_chart(
+                &format!("Peak client heap: {}", s.workload_label()),
+                subtitle,
+                "MiB",
+                &bars(&|m| m.peak_heap_bytes.map(|f| scale(f, 1024.0 * 1024.0))),
+            ),
+        ),
+    ]
+}
+
 impl ScenarioResult {
     fn workload_label(&self) -> String {
         let w = match self.workload {
@@ -661,11 +708,15 @@ impl ScenarioResult {
             crate::plan::Workload::ReadWrite => "UPDATE + SELECT",
             crate::plan::Workload::Sleep => "pg_sleep",
             crate::plan::Workload::Hol => "hol (99% point, 1% 20 ms sleep)",
+            crate::plan::Workload::CopyIn => "binary COPY in",
+            crate::plan::Workload::CopyOut => "binary COPY out",
+            crate::plan::Workload::Stream => "streamed read",
         };
         match self.load {
             Load::Closed { tasks } => format!("{w}, {tasks} tasks"),
             Load::Open { rate } => format!("{w}, open loop {rate}/s"),
             Load::Ceiling { .. } => w.to_string(),
+            Load::Rows { rows } => format!("{w}, {rows} rows"),
         }
     }
 }

@@ -7,13 +7,18 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::{Arc, Mutex};
 use std::task::Waker;
 
-use bytes::Bytes;
 use postgres_types::Type;
 
 use super::{status_check, ConnShared, QueryWaiter, Queued, State, Statement, Token};
 use crate::proto::{encode, UnitKind};
 use crate::sched::{lock, DeferredWakes};
 use crate::Error;
+
+/// CopyData messages (of `copy::CHUNK` bytes, 64 KiB) a COPY may have waiting in the mailbox.
+/// COPY in produces faster than the server consumes, so without this cap it would fill the
+/// whole mailbox (`mailbox_size` messages: 16 MiB at the default 256) and hold that much client
+/// memory for the whole COPY. Four keep the connection's write buffer fed between two pumps.
+pub(crate) const COPY_DATA_QUEUED: usize = 4;
 
 impl ConnShared {
     /// Queues `ROLLBACK` without waiting (a dropped transaction handle), and remembers that
@@ -54,7 +59,7 @@ impl ConnShared {
         stmt: &Arc<Statement>,
         params: encode::Params<'_>,
     ) -> Result<Option<Arc<QueryWaiter>>, Error> {
-        self.with_room(|st| {
+        self.with_room(self.mailbox_size, |st| {
             if !stmt.is_live() {
                 return Ok(None);
             }
@@ -80,7 +85,7 @@ impl ConnShared {
         sink: &Arc<crate::driver::sinks::RowSink>,
     ) -> Result<bool, Error> {
         let r = self
-            .with_room(|st| {
+            .with_room(self.mailbox_size, |st| {
                 if !stmt.is_live() {
                     return Ok(None);
                 }
@@ -113,7 +118,7 @@ impl ConnShared {
     ) -> Result<(), Error> {
         let mut token = Some(token);
         let waker = self
-            .with_room(|st| {
+            .with_room(self.mailbox_size, |st| {
                 let start = st.committed;
                 st.buf.truncate(start);
                 encode::simple(sql, &mut st.buf)?;
@@ -129,13 +134,15 @@ impl ConnShared {
         Ok(())
     }
 
-    /// Queues COPY data (whole frontend messages) behind the COPY unit, waiting for room.
-    pub(crate) async fn submit_data(&self, data: Bytes) -> Result<(), Error> {
+    /// Queues COPY data (whole frontend messages) behind the COPY unit, waiting for room: at
+    /// most [`COPY_DATA_QUEUED`] messages of it wait in the mailbox.
+    pub(crate) async fn submit_data(&self, data: &[u8]) -> Result<(), Error> {
+        let limit = self.mailbox_size.min(COPY_DATA_QUEUED);
         let waker = self
-            .with_room(|st| {
+            .with_room(limit, |st| {
                 let start = st.committed;
                 st.buf.truncate(start);
-                st.buf.extend_from_slice(&data);
+                st.buf.extend_from_slice(data);
                 Ok(self.push_locked(st, start, Token::Data, UnitKind::Data, false))
             })
             .await?;
@@ -146,14 +153,14 @@ impl ConnShared {
     }
 
     /// [`ConnShared::submit_data`] without waiting for room (abandoning a COPY from `Drop`).
-    pub(crate) fn submit_data_now(&self, data: Bytes) {
+    pub(crate) fn submit_data_now(&self, data: &[u8]) {
         let mut st = lock(&self.state);
         if status_check(&st.status).is_err() {
             return;
         }
         let start = st.committed;
         st.buf.truncate(start);
-        st.buf.extend_from_slice(&data);
+        st.buf.extend_from_slice(data);
         let waker = self.push_locked(&mut st, start, Token::Data, UnitKind::Data, false);
         drop(st);
         if let Some(w) = waker {
@@ -167,7 +174,7 @@ impl ConnShared {
         sql: &str,
         params: &[(&(dyn postgres_types::ToSql + Sync), Type)],
     ) -> Result<Arc<QueryWaiter>, Error> {
-        self.with_room(|st| {
+        self.with_room(self.mailbox_size, |st| {
             let start = st.committed;
             st.buf.truncate(start);
             encode::typed(sql, params, &mut st.buf)?;
@@ -185,13 +192,18 @@ impl ConnShared {
         .map(wake_and_return)
     }
 
-    /// Runs `f` under the state lock once the mailbox has room for one more unit.
+    /// Runs `f` under the state lock once the mailbox has room for one more unit: fewer than
+    /// `limit` (at most `mailbox_size`) units queued.
     ///
     /// Backpressure is FIFO: a caller that finds the mailbox full, or other callers already
     /// waiting, queues behind them; the task grants freed slots to waiters in order and
     /// reserves them, so a newcomer cannot take a slot from someone who waited for it.
+    /// A `limit` under `mailbox_size` holds back only a caller that finds that many units
+    /// queued; once it waits, it is granted its slot like any other waiter (when the task takes
+    /// units), so it still adds at most one unit per pump that takes any.
     pub(super) async fn with_room<T>(
         &self,
+        limit: usize,
         mut f: impl FnMut(&mut State) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let mut ticket: Option<Ticket<'_>> = None;
@@ -201,10 +213,7 @@ impl ConnShared {
                 status_check(&st.status)?;
                 let may_go = match &ticket {
                     Some(t) => t.slot.granted.load(Relaxed),
-                    None => {
-                        st.space_waiters.is_empty()
-                            && st.queue.len() + st.reserved < self.mailbox_size
-                    }
+                    None => st.space_waiters.is_empty() && st.queue.len() + st.reserved < limit,
                 };
                 if may_go {
                     if let Some(t) = &mut ticket {
@@ -372,5 +381,63 @@ impl Drop for Ticket<'_> {
             }
         }
         wakes.wake_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::sync::Arc;
+    use std::task::{Context, Poll};
+
+    use bytes::Buf;
+
+    use super::*;
+    use crate::driver::shared::{CostTable, Status};
+    use crate::driver::types::TypeCache;
+
+    fn open_conn() -> ConnShared {
+        let c = ConnShared::new(
+            256,
+            16,
+            Arc::new(CostTable::new(16)),
+            Arc::new(TypeCache::default()),
+            true,
+        );
+        c.set_status(&mut lock(&c.state), Status::Open);
+        c
+    }
+
+    /// What the task's pump does with queued COPY data: takes it and grants freed room.
+    fn pump_one(c: &ConnShared) {
+        let mut st = lock(&c.state);
+        let q = st.queue.pop_front().expect("a queued unit");
+        st.buf.advance(q.len);
+        st.committed -= q.len;
+        let mut wakes = DeferredWakes::default();
+        c.grant_room(&mut st, &mut wakes);
+        drop(st);
+        wakes.wake_all();
+    }
+
+    #[test]
+    fn copy_data_waits_behind_a_few_queued_chunks_not_the_whole_mailbox() {
+        let c = open_conn();
+        let chunk = vec![b'd'; 64 * 1024];
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        for _ in 0..COPY_DATA_QUEUED {
+            let f = pin!(c.submit_data(&chunk));
+            assert!(matches!(f.poll(&mut cx), Poll::Ready(Ok(()))));
+        }
+        // The mailbox has room for 252 more units, but not for more COPY data.
+        let mut next = pin!(c.submit_data(&chunk));
+        assert!(next.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(lock(&c.state).queue.len(), COPY_DATA_QUEUED);
+        assert_eq!(lock(&c.state).buf.len(), COPY_DATA_QUEUED * chunk.len());
+        // Once the task takes a chunk, the waiting one goes in.
+        pump_one(&c);
+        assert!(matches!(next.as_mut().poll(&mut cx), Poll::Ready(Ok(()))));
+        assert_eq!(lock(&c.state).queue.len(), COPY_DATA_QUEUED);
     }
 }
