@@ -1,0 +1,129 @@
+//! The properties every seed must satisfy, checked against the fake server's log.
+
+use std::collections::HashMap;
+
+use crate::server::{Db, Kind};
+
+/// What a caller saw for one unit.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Got {
+    /// A row with this value.
+    Value(i64),
+    /// The server's error, by SQLSTATE.
+    Db(String),
+    /// `Error::NotDispatched`.
+    NotDispatched,
+    /// `Error::Indeterminate`.
+    Indeterminate,
+    /// `Error::Timeout` (the caller's deadline).
+    Timeout,
+    /// `Error::NoConnection`.
+    NoConnection,
+    /// `Error::Closed`.
+    Closed,
+    /// The caller dropped the future before it resolved.
+    Dropped,
+    /// Anything else, with its text.
+    Other(String),
+}
+
+impl Got {
+    /// Classifies a query's result.
+    pub fn of(r: Result<pgpipe::Row, pgpipe::Error>) -> Got {
+        match r {
+            Ok(row) => match row.try_get::<_, i64>(0) {
+                Ok(v) => Got::Value(v),
+                Err(e) => Got::Other(format!("decode: {e}")),
+            },
+            Err(pgpipe::Error::Db(e)) => Got::Db(e.code().as_str().to_string()),
+            Err(pgpipe::Error::NotDispatched { .. }) => Got::NotDispatched,
+            Err(pgpipe::Error::Indeterminate { .. }) => Got::Indeterminate,
+            Err(pgpipe::Error::Timeout) => Got::Timeout,
+            Err(pgpipe::Error::NoConnection { .. }) => Got::NoConnection,
+            Err(pgpipe::Error::Closed) => Got::Closed,
+            Err(e) => Got::Other(e.to_string()),
+        }
+    }
+}
+
+/// One unit a caller issued and what it got.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Record {
+    /// The unit's unique parameter.
+    pub param: i64,
+    /// The statement.
+    pub kind: Kind,
+    /// The outcome.
+    pub got: Got,
+}
+
+/// What a seed's run produced, for the determinism check and the summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Hash of the poll order, the server's log and the callers' outcomes.
+    pub trace: u64,
+    /// Units issued.
+    pub units: usize,
+    /// Statements the server executed.
+    pub executed: usize,
+    /// Units that returned their value.
+    pub ok: usize,
+    /// Units that failed because a connection died (NotDispatched, Indeterminate, NoConnection).
+    pub lost: usize,
+    /// Connections the server accepted.
+    pub connections: u32,
+    /// Virtual time the run took.
+    pub elapsed_us: u64,
+}
+
+/// Checks every outcome against the server's log; `Err` names the first violation.
+pub fn outcomes(records: &[Record], db: &Db) -> Result<(), String> {
+    let mut runs: HashMap<i64, Vec<Kind>> = HashMap::new();
+    for e in &db.log {
+        runs.entry(e.param).or_default().push(e.kind);
+    }
+    let issued: HashMap<i64, Kind> = records.iter().map(|r| (r.param, r.kind)).collect();
+    if issued.len() != records.len() {
+        return Err("a parameter was issued twice (simulation bug)".into());
+    }
+    for e in &db.log {
+        match issued.get(&e.param) {
+            Some(&k) if k == e.kind => {}
+            _ => return Err(format!("the server ran a unit nobody issued: {e:?}")),
+        }
+    }
+    for r in records {
+        let n = runs.get(&r.param).map_or(0, Vec::len);
+        let bad = |why: &str| Err(format!("unit {} ({:?}) got {:?} but {why}", r.param, r.kind, r.got));
+        if n > 1 {
+            return bad(&format!("the server ran it {n} times"));
+        }
+        match &r.got {
+            Got::Value(v) => {
+                if n != 1 {
+                    return bad("the server never ran it");
+                }
+                if r.kind.result(r.param) != Some(*v) {
+                    return bad("that is not its value");
+                }
+            }
+            Got::Db(code) => {
+                if r.kind != Kind::Fail || code != "22012" {
+                    return bad("the statement cannot fail that way");
+                }
+                if n != 1 {
+                    return bad("the server never ran it");
+                }
+            }
+            Got::NotDispatched | Got::NoConnection | Got::Closed => {
+                if n != 0 {
+                    return bad("the server ran it");
+                }
+            }
+            // May or may not have run; at most once is checked above.
+            Got::Indeterminate | Got::Timeout | Got::Dropped => {}
+            Got::Other(_) => return bad("no such outcome is expected here"),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,296 @@
+//! One seed's scenario: settings and faults drawn from the seed, callers issuing units through
+//! pgpipe's public API (some dropping their futures mid-flight), a graceful close, and the
+//! checks of `check.rs` plus the end-of-run properties (quiescence, bounds, statistics).
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::pin;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+use pgpipe::{Client, Config, SslMode};
+
+use crate::check::{self, Got, Record, Report};
+use crate::executor::{End, Sim};
+use crate::net::{Faults, Net};
+use crate::rng::{mix, Rng};
+use crate::server::{Db, Kind};
+
+/// Virtual time a run may take before it counts as a hang.
+const TIME_LIMIT: Duration = Duration::from_secs(120);
+/// Polls a run may take before it counts as a live-lock.
+const STEP_LIMIT: u64 = 2_000_000;
+
+/// What one seed draws: the client's settings, the faults, the callers' work.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The client's configuration.
+    pub config: Config,
+    /// The network's and server's faults.
+    pub faults: Faults,
+    /// Connect failures from the start (the client may fail to connect at all).
+    pub early_connect_faults: bool,
+    /// Per caller: its units (kind, drop the future after this long).
+    pub callers: Vec<Vec<(Kind, Option<Duration>)>>,
+}
+
+fn us(rng: &mut Rng, max: u64) -> Duration {
+    Duration::from_micros(rng.below(max + 1))
+}
+
+impl Plan {
+    /// The plan of `seed` (its own generator, so the plan does not depend on the run).
+    pub fn of(seed: u64) -> Plan {
+        let mut r = Rng::new(seed ^ 0x5eed_0f_91a4);
+        let mut config = Config::default();
+        config.host = "sim".into();
+        config.user = "sim".into();
+        config.dbname = "sim".into();
+        config.tls.mode = SslMode::Disable;
+        config.pipeline_size = 1 + r.below(3) as usize;
+        config.max_in_flight = 1 + r.below(8) as usize;
+        config.mailbox_size = 1 + r.below(12) as usize;
+        config.statement_cache_size = 1 + r.below(4) as usize;
+        config.max_connections = config.pipeline_size + r.below(3) as usize;
+        config.idle_timeout = Duration::from_millis(1 + r.below(30));
+        config.connect_timeout = Duration::from_millis(50 + r.below(500));
+        config.query_timeout = r.chance(150).then(|| Duration::from_millis(1 + r.below(20)));
+        config.retry_not_dispatched = !r.chance(100);
+        // About a third of the seeds run without faults, the rest with a seeded mix.
+        let faulty = !r.chance(300);
+        let mut faults = Faults {
+            capacity: 1 + r.below(4096) as usize,
+            ..Faults::default()
+        };
+        if faulty {
+            faults.split_writes = r.chance(500);
+            faults.split_reads = r.chance(500);
+            faults.max_delay = if r.chance(500) { us(&mut r, 2000) } else { Duration::ZERO };
+            faults.max_connect_delay = if r.chance(300) { us(&mut r, 5000) } else { Duration::ZERO };
+            faults.connect_fail = if r.chance(300) { r.below(500) } else { 0 };
+            faults.reset = if r.chance(400) { r.below(40) } else { 0 };
+            faults.terminate = if r.chance(300) { r.below(30) } else { 0 };
+            faults.slow_read = if r.chance(300) { us(&mut r, 1000) } else { Duration::ZERO };
+        }
+        let early_connect_faults = faulty && r.chance(50);
+        let callers = (0..1 + r.below(6))
+            .map(|_| {
+                (0..1 + r.below(4))
+                    .map(|_| {
+                        let kind = Kind::ALL[r.below(Kind::ALL.len() as u64) as usize];
+                        let drop_after = r.chance(150).then(|| us(&mut r, 4000));
+                        (kind, drop_after)
+                    })
+                    .collect()
+            })
+            .collect();
+        Plan {
+            config,
+            faults,
+            early_connect_faults,
+            callers,
+        }
+    }
+}
+
+/// Counts finished callers and wakes the waiter when all are done.
+#[derive(Default)]
+struct Join {
+    left: usize,
+    waiter: Option<Waker>,
+}
+
+/// `fut`, or `None` once `sleep` fires first (then `fut` is dropped mid-flight).
+async fn or_drop<T>(fut: impl Future<Output = T>, sleep: impl Future<Output = ()>) -> Option<T> {
+    let mut fut = pin!(fut);
+    let mut sleep = pin!(sleep);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(v) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Some(v));
+        }
+        sleep.as_mut().poll(cx).map(|()| None)
+    })
+    .await
+}
+
+/// What the root task leaves for the checks.
+#[derive(Default)]
+struct Outcome {
+    records: Vec<Record>,
+    connect_error: Option<String>,
+    /// `Some(Err)`: a check inside the run failed.
+    end_checks: Option<Result<(), String>>,
+    closed: bool,
+}
+
+/// Runs one seed and checks its properties; `Err` says which failed, with the seed.
+pub fn run_seed(seed: u64) -> Result<Report, String> {
+    let plan = Plan::of(seed);
+    run_plan(seed, &plan).map_err(|e| format!("seed {seed}: {e}\n  plan: {plan:?}"))
+}
+
+fn run_plan(seed: u64, plan: &Plan) -> Result<Report, String> {
+    let db = Rc::new(RefCell::new(Db::default()));
+    let mut net = Net::new(plan.faults.clone(), db.clone());
+    net.connect_faults = plan.early_connect_faults;
+    let sim = Sim::new(seed, net);
+    let out = Rc::new(RefCell::new(Outcome::default()));
+    sim.spawn_task(root(sim.clone(), plan.clone(), out.clone()));
+    let end = sim.run(TIME_LIMIT, STEP_LIMIT);
+    let leftover = sim.live_tasks();
+    let peak_tasks = sim.st.borrow().peak_tasks;
+    let (trace, accepted, peak_buffered) = {
+        let st = sim.st.borrow();
+        (st.trace, st.net.accepted, st.net.peak_buffered)
+    };
+    // Break the executor's reference cycles (tasks hold handles to it).
+    sim.clear();
+    let out = std::mem::take(&mut *out.borrow_mut());
+    if end != End::Quiescent {
+        return Err(format!(
+            "the run did not end cleanly: {end:?} at {:?} with {leftover} tasks left (closed: {})",
+            sim.elapsed(),
+            out.closed
+        ));
+    }
+    out.end_checks.clone().unwrap_or(Ok(()))?;
+    let db = db.borrow();
+    if let Some(e) = &out.connect_error {
+        if !db.log.is_empty() {
+            return Err(format!("connect failed ({e}) but the server ran statements"));
+        }
+    }
+    check::outcomes(&out.records, &db)?;
+    // Bounded memory: tasks are callers, connection tasks and their server ends, and the root.
+    let cfg = &plan.config;
+    let task_bound = 1 + plan.callers.len() + 2 * (cfg.connection_limit() + cfg.pinned_size) + 2;
+    if peak_tasks > task_bound {
+        return Err(format!("{peak_tasks} tasks alive at once (bound {task_bound})"));
+    }
+    if peak_buffered > plan.faults.capacity {
+        return Err(format!("a pipe held {peak_buffered} bytes (capacity {})", plan.faults.capacity));
+    }
+    let mut trace = mix(trace ^ sim.elapsed().as_nanos() as u64);
+    for e in &db.log {
+        trace = mix(trace ^ e.param as u64 ^ (u64::from(e.conn) << 48) ^ e.kind as u64);
+    }
+    for r in &out.records {
+        trace = mix(trace ^ r.param as u64 ^ hash_got(&r.got));
+    }
+    let ok = out.records.iter().filter(|r| matches!(r.got, Got::Value(_))).count();
+    let lost = out
+        .records
+        .iter()
+        .filter(|r| matches!(r.got, Got::NotDispatched | Got::Indeterminate | Got::NoConnection))
+        .count();
+    Ok(Report {
+        trace,
+        units: out.records.len(),
+        executed: db.log.len(),
+        ok,
+        lost,
+        connections: accepted,
+        elapsed_us: sim.elapsed().as_micros() as u64,
+    })
+}
+
+fn hash_got(g: &Got) -> u64 {
+    let tag = match g {
+        Got::Value(v) => return mix(*v as u64),
+        Got::Db(c) => c.bytes().fold(1, |h, b| mix(h ^ u64::from(b))),
+        Got::NotDispatched => 2,
+        Got::Indeterminate => 3,
+        Got::Timeout => 4,
+        Got::NoConnection => 5,
+        Got::Closed => 6,
+        Got::Dropped => 7,
+        Got::Other(s) => s.bytes().fold(8, |h, b| mix(h ^ u64::from(b))),
+    };
+    mix(tag)
+}
+
+async fn root(sim: Sim, plan: Plan, out: Rc<RefCell<Outcome>>) {
+    let client = match Client::connect(sim.clone(), plan.config.clone()).await {
+        Ok(c) => c,
+        Err(e) => {
+            let msg = e.to_string();
+            out.borrow_mut().end_checks = Some(if plan.early_connect_faults
+                && matches!(e, pgpipe::Error::Io(_) | pgpipe::Error::NoConnection { .. })
+            {
+                Ok(())
+            } else {
+                Err(format!("connect failed without a connect fault: {msg}"))
+            });
+            out.borrow_mut().connect_error = Some(msg);
+            return;
+        }
+    };
+    sim.st.borrow_mut().net.connect_faults = true;
+    let join = Rc::new(RefCell::new(Join {
+        left: plan.callers.len(),
+        waiter: None,
+    }));
+    for (i, units) in plan.callers.iter().enumerate() {
+        let (client, sim, out, join) = (client.clone(), sim.clone(), out.clone(), join.clone());
+        let units = units.clone();
+        sim.clone().spawn_task(async move {
+            for (j, (kind, drop_after)) in units.into_iter().enumerate() {
+                let param = (i as i64 + 1) * 1000 + j as i64;
+                let params: [&(dyn pgpipe::types::ToSql + Sync); 1] = [&param];
+                let fut = client.query_one(kind.sql(), &params);
+                let got = match drop_after {
+                    Some(d) => match or_drop(fut, sim.sleep(d)).await {
+                        Some(r) => Got::of(r),
+                        None => Got::Dropped,
+                    },
+                    None => Got::of(fut.await),
+                };
+                out.borrow_mut().records.push(Record { param, kind, got });
+            }
+            let mut j = join.borrow_mut();
+            j.left -= 1;
+            if j.left == 0 {
+                if let Some(w) = j.waiter.take() {
+                    w.wake();
+                }
+            }
+        });
+    }
+    std::future::poll_fn(|cx| {
+        let mut j = join.borrow_mut();
+        if j.left == 0 {
+            Poll::Ready(())
+        } else {
+            j.waiter = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    })
+    .await;
+    client.close().await;
+    out.borrow_mut().closed = true;
+    out.borrow_mut().end_checks = Some(end_stats(&client, &plan.config));
+}
+
+/// Statistics after a graceful close: nothing queued or in flight, one ReadyForQuery per unit,
+/// the in-flight and mailbox bounds held.
+fn end_stats(client: &Client<Sim>, cfg: &Config) -> Result<(), String> {
+    let s = client.stats();
+    let t = &s.total;
+    if t.in_flight != 0 || t.queued != 0 {
+        return Err(format!("after close: {} in flight, {} queued", t.in_flight, t.queued));
+    }
+    if t.ready_received != t.units_completed {
+        return Err(format!(
+            "{} ReadyForQuery for {} units",
+            t.ready_received, t.units_completed
+        ));
+    }
+    if t.in_flight_peak > cfg.max_in_flight as u64 {
+        return Err(format!("in flight peaked at {} (max {})", t.in_flight_peak, cfg.max_in_flight));
+    }
+    if t.queued_peak > cfg.mailbox_size as u64 {
+        return Err(format!("queued peaked at {} (mailbox {})", t.queued_peak, cfg.mailbox_size));
+    }
+    Ok(())
+}
