@@ -79,8 +79,10 @@ pub struct Report {
 /// Checks every outcome against the server's log; `Err` names the first violation.
 pub fn outcomes(records: &[Record], db: &Db) -> Result<(), String> {
     let mut runs: HashMap<i64, Vec<Kind>> = HashMap::new();
+    let mut conn_of = HashMap::new();
     for e in &db.log {
         runs.entry(e.param).or_default().push(e.kind);
+        conn_of.insert(e.param, e.conn);
     }
     let issued: HashMap<i64, Kind> = records.iter().map(|r| (r.param, r.kind)).collect();
     if issued.len() != records.len() {
@@ -94,7 +96,12 @@ pub fn outcomes(records: &[Record], db: &Db) -> Result<(), String> {
     }
     for r in records {
         let n = runs.get(&r.param).map_or(0, Vec::len);
-        let bad = |why: &str| Err(format!("unit {} ({:?}) got {:?} but {why}", r.param, r.kind, r.got));
+        let bad = |why: &str| {
+            Err(format!(
+                "unit {} ({:?}) got {:?} but {why}",
+                r.param, r.kind, r.got
+            ))
+        };
         if n > 1 {
             return bad(&format!("the server ran it {n} times"));
         }
@@ -119,6 +126,14 @@ pub fn outcomes(records: &[Record], db: &Db) -> Result<(), String> {
                 if n != 0 {
                     return bad("the server ran it");
                 }
+            }
+            // The whole answer reached the client before the server closed gracefully (no
+            // reset discarded it): the client read it, so the unit's outcome is known.
+            Got::Indeterminate
+                if db.answered.contains(&r.param)
+                    && !conn_of.get(&r.param).is_some_and(|c| db.reset.contains(c)) =>
+            {
+                return bad("its whole answer was delivered before the connection closed");
             }
             // May or may not have run; at most once is checked above.
             Got::Indeterminate | Got::Timeout | Got::Dropped => {}

@@ -48,6 +48,8 @@ pub(crate) struct State {
     timers: BTreeMap<(Duration, u64), Waker>,
     next_timer: u64,
     tasks: Vec<Option<Task>>,
+    /// The future type of each live task, for diagnostics.
+    names: Vec<&'static str>,
     free: Vec<usize>,
     live: usize,
     /// Highest number of live tasks seen (the memory bound checks it).
@@ -58,6 +60,8 @@ pub(crate) struct State {
     pub(crate) net: net::Net,
     /// Order of polls, folded into the trace hash.
     pub(crate) trace: u64,
+    /// Print events (`PGPIPE_SIM_LOG` set): for diagnosing one seed.
+    verbose: bool,
 }
 
 /// A handle to the simulated runtime: pgpipe's [`Runtime`] and [`Spawn`].
@@ -91,6 +95,7 @@ impl Sim {
                 timers: BTreeMap::new(),
                 next_timer: 0,
                 tasks: Vec::new(),
+                names: Vec::new(),
                 free: Vec::new(),
                 live: 0,
                 peak_tasks: 0,
@@ -98,8 +103,17 @@ impl Sim {
                 rng: Rng::new(seed),
                 net,
                 trace: 0,
+                verbose: std::env::var_os("PGPIPE_SIM_LOG").is_some(),
             })),
             woken: Arc::default(),
+        }
+    }
+
+    /// Prints an event with its virtual time when `PGPIPE_SIM_LOG` is set.
+    pub fn log(&self, what: impl FnOnce() -> String) {
+        let st = self.st.borrow();
+        if st.verbose {
+            eprintln!("[{:>12?}] {}", st.elapsed, what());
         }
     }
 
@@ -111,6 +125,12 @@ impl Sim {
     /// Tasks alive now.
     pub fn live_tasks(&self) -> usize {
         self.st.borrow().live
+    }
+
+    /// The kinds of the tasks alive now (their future types, shortened).
+    pub fn live_names(&self) -> Vec<&'static str> {
+        let st = self.st.borrow();
+        st.names.iter().copied().filter(|n| !n.is_empty()).collect()
     }
 
     /// A seeded draw in `0..n` (n > 0).
@@ -126,9 +146,11 @@ impl Sim {
             Some(id) => id,
             None => {
                 st.tasks.push(None);
+                st.names.push("");
                 st.tasks.len() - 1
             }
         };
+        st.names[id] = short_name(std::any::type_name_of_val(&fut));
         st.live += 1;
         st.peak_tasks = st.peak_tasks.max(st.live);
         st.spawned.push((id, Box::pin(fut)));
@@ -188,9 +210,13 @@ impl Sim {
                 id,
                 woken: self.woken.clone(),
             }));
-            let done = task.as_mut().poll(&mut Context::from_waker(&waker)).is_ready();
+            let done = task
+                .as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_ready();
             let mut st = self.st.borrow_mut();
             if done {
+                st.names[id] = "";
                 st.live -= 1;
                 st.free.push(id);
                 drop(st);
@@ -304,5 +330,15 @@ impl Runtime for Sim {
 impl<F: Future<Output = ()> + 'static> Spawn<F> for Sim {
     fn spawn(&self, fut: F) {
         self.spawn_task(fut);
+    }
+}
+
+/// The last path segment of a future's type name (`serve::{{closure}}` rather than the path).
+fn short_name(full: &'static str) -> &'static str {
+    let head = full.split('<').next().unwrap_or(full);
+    let trimmed = head.trim_end_matches("::{{closure}}");
+    match trimmed.rfind("::") {
+        Some(i) => &head[i + 2..],
+        None => head,
     }
 }

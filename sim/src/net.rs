@@ -28,7 +28,7 @@ pub struct Faults {
     pub max_delay: Duration,
     /// Bytes a pipe direction holds before its writer must wait.
     pub capacity: usize,
-    /// Chance (per mille) that a connect fails, once `connect_faults` is on.
+    /// Chance (per mille) that a connect fails, once `faults_on` is on.
     pub connect_fail: u64,
     /// Upper bound of a connect's virtual duration.
     pub max_connect_delay: Duration,
@@ -45,7 +45,7 @@ pub struct Net {
     /// This run's faults.
     pub faults: Faults,
     /// Connect failures apply only when set (the scenario decides when).
-    pub connect_faults: bool,
+    pub faults_on: bool,
     /// The fake server's shared state and log.
     pub db: Rc<RefCell<Db>>,
     /// Connections accepted so far (also the server's process ids).
@@ -59,7 +59,7 @@ impl Net {
     pub fn new(faults: Faults, db: Rc<RefCell<Db>>) -> Net {
         Net {
             faults,
-            connect_faults: false,
+            faults_on: false,
             db,
             accepted: 0,
             peak_buffered: 0,
@@ -99,7 +99,10 @@ fn wake(w: &mut Option<Waker>) {
 }
 
 fn reset_error() -> io::Error {
-    io::Error::new(io::ErrorKind::ConnectionReset, "connection reset (simulated)")
+    io::Error::new(
+        io::ErrorKind::ConnectionReset,
+        "connection reset (simulated)",
+    )
 }
 
 impl SimSocket {
@@ -113,7 +116,11 @@ impl SimSocket {
     }
 
     /// Reads what is readable now into `buf` (at most a seeded prefix when reads split).
-    pub fn poll_read_buf(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+    pub fn poll_read_buf(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
         if self.reset.get() {
             return Poll::Ready(Err(reset_error()));
         }
@@ -144,7 +151,9 @@ impl SimSocket {
         }
         let mut n = 0;
         while n < limit {
-            let Some((at, chunk)) = rx.chunks.front_mut() else { break };
+            let Some((at, chunk)) = rx.chunks.front_mut() else {
+                break;
+            };
             if *at > now {
                 break;
             }
@@ -172,7 +181,9 @@ impl SimSocket {
         let faults = self.sim.st.borrow().net.faults.clone();
         let mut tx = self.tx.borrow_mut();
         if tx.reader_gone {
-            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+            // As TCP before the peer's RST arrives: the write is taken (and lost), so the
+            // writer still reads what the peer sent before it closed.
+            return Poll::Ready(Ok(buf.len()));
         }
         if tx.closed {
             return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
@@ -271,13 +282,14 @@ pub(crate) async fn connect(sim: Sim) -> io::Result<SimSocket> {
     let (max_delay, fail, on) = {
         let st = sim.st.borrow();
         let f = &st.net.faults;
-        (f.max_connect_delay, f.connect_fail, st.net.connect_faults)
+        (f.max_connect_delay, f.connect_fail, st.net.faults_on)
     };
     if !max_delay.is_zero() {
         let d = Duration::from_micros(sim.below(max_delay.as_micros() as u64 + 1));
         sim.sleep(d).await;
     }
     if on && sim.st.borrow_mut().rng.chance(fail) {
+        sim.log(|| "connect refused".into());
         return Err(io::Error::new(
             io::ErrorKind::ConnectionRefused,
             "connection refused (simulated)",
@@ -289,6 +301,7 @@ pub(crate) async fn connect(sim: Sim) -> io::Result<SimSocket> {
         st.net.accepted += 1;
         (st.net.accepted, st.net.db.clone())
     };
+    sim.log(|| format!("connect: server {pid}"));
     sim.spawn_task(server::serve(sim.clone(), pid, server_end, db));
     Ok(client)
 }

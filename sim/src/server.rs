@@ -80,6 +80,10 @@ pub struct Db {
     pub messages: u64,
     /// Connections that ended by a fault (reset or termination).
     pub faults: u32,
+    /// Parameters whose whole answer (through ReadyForQuery) was written to the client.
+    pub answered: std::collections::HashSet<i64>,
+    /// Connections the server reset (their unread bytes are lost).
+    pub reset: std::collections::HashSet<u32>,
     next_tx: u64,
 }
 
@@ -89,6 +93,8 @@ struct Conn {
     sock: SimSocket,
     db: Rc<RefCell<Db>>,
     out: Vec<u8>,
+    /// Parameters executed since the last ReadyForQuery was written.
+    unanswered: Vec<i64>,
     statements: HashMap<String, Kind>,
     portal: Option<(Kind, Option<i64>, bool)>,
     /// An error happened: skip to Sync.
@@ -106,13 +112,22 @@ pub(crate) async fn serve(sim: Sim, pid: u32, sock: SimSocket, db: Rc<RefCell<Db
         sock,
         db,
         out: Vec::new(),
+        unanswered: Vec::new(),
         statements: HashMap::new(),
         portal: None,
         skipping: false,
         status: b'I',
         tx: None,
     };
-    let _ = c.run().await;
+    let end = c.run().await;
+    c.sim.log(|| {
+        let how = match end {
+            Ok(()) => "ended",
+            Err(Stop::Io) => "stopped: I/O error",
+            Err(Stop::Done) => "stopped: EOF",
+        };
+        format!("server {pid}: {how}")
+    });
 }
 
 /// Why serving stopped early.
@@ -161,7 +176,12 @@ impl Conn {
 
     fn error(&mut self, severity: &str, code: &str, message: &str) {
         let mut b = Vec::new();
-        for (f, v) in [(b'S', severity), (b'V', severity), (b'C', code), (b'M', message)] {
+        for (f, v) in [
+            (b'S', severity),
+            (b'V', severity),
+            (b'C', code),
+            (b'M', message),
+        ] {
             b.push(f);
             b.extend_from_slice(v.as_bytes());
             b.push(0);
@@ -207,14 +227,21 @@ impl Conn {
             // Faults between two messages: a reset, or the backend terminated by an admin.
             let (reset, terminate) = {
                 let st = self.sim.st.borrow();
-                (st.net.faults.reset, st.net.faults.terminate)
+                match st.net.faults_on {
+                    true => (st.net.faults.reset, st.net.faults.terminate),
+                    false => (0, 0),
+                }
             };
             if self.sim.st.borrow_mut().rng.chance(reset) {
+                self.sim.log(|| format!("server {}: reset", self.pid));
                 self.db.borrow_mut().faults += 1;
+                self.db.borrow_mut().reset.insert(self.pid);
                 self.sock.reset();
                 return Ok(());
             }
             if self.sim.st.borrow_mut().rng.chance(terminate) {
+                self.sim
+                    .log(|| format!("server {}: FATAL 57P01 and close", self.pid));
                 self.db.borrow_mut().faults += 1;
                 self.error(
                     "FATAL",
@@ -235,6 +262,8 @@ impl Conn {
             self.read_exact(&mut buf, len + 1).await?;
             self.db.borrow_mut().messages += 1;
             let body = buf[5..].to_vec();
+            self.sim
+                .log(|| format!("server {}: got {:?} ({} bytes)", self.pid, tag as char, len));
             if tag == b'X' {
                 return Ok(());
             }
@@ -358,6 +387,8 @@ impl Conn {
             b'S' => {
                 self.ready();
                 self.flush().await?;
+                let answered = std::mem::take(&mut self.unanswered);
+                self.db.borrow_mut().answered.extend(answered);
             }
             b'H' => self.flush().await?,
             b'C' => {
@@ -403,6 +434,7 @@ impl Conn {
         if kind == Kind::Sleep {
             self.sim.sleep(Duration::from_millis(3)).await;
         }
+        self.unanswered.push(p);
         self.db.borrow_mut().log.push(Executed {
             conn: self.pid,
             kind,
@@ -458,14 +490,25 @@ impl Conn {
                 self.complete("ROLLBACK");
             }
             _ if sql.starts_with("CLOSE ALL;") => {
-                for tag in ["CLOSE ALL", "SET", "RESET", "UNLISTEN", "SELECT 1", "DISCARD TEMP"] {
+                for tag in [
+                    "CLOSE ALL",
+                    "SET",
+                    "RESET",
+                    "UNLISTEN",
+                    "SELECT 1",
+                    "DISCARD TEMP",
+                ] {
                     self.complete(tag);
                 }
                 for tag in ["DISCARD SEQUENCES", "DISCARD PLANS", "DO"] {
                     self.complete(tag);
                 }
             }
-            _ => self.error("ERROR", "42601", &format!("unsupported simple query: {sql}")),
+            _ => self.error(
+                "ERROR",
+                "42601",
+                &format!("unsupported simple query: {sql}"),
+            ),
         }
     }
 }

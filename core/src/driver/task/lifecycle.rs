@@ -208,10 +208,19 @@ impl<R: Runtime> ConnTask<R> {
         crate::observe::connection_lost(self.shared.role_name(), &reason);
         let c = &self.shared.counters;
         c.inc(&c.errors_connection);
+        // Read before `fail_all` marks the connection dead: a close that arrived in the same
+        // tick as the failure must still end the task, not be forgotten by a reconnect.
+        let closing = matches!(
+            lock(&self.shared.state).status,
+            Status::Closing | Status::Closed
+        );
         self.fail_all(&reason);
         self.socket = None;
         self.rbuf.clear();
         self.wbuf.clear();
+        if closing {
+            return self.finish(Status::Closed);
+        }
         // On-demand connections are not reconnected: the service opens one again when needed.
         let stopping = self.shared.abort_flag.load(Relaxed) || self.exclusive || self.on_demand();
         if stopping {
