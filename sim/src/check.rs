@@ -46,6 +46,37 @@ impl Got {
     }
 }
 
+/// How a transaction's end (commit or rollback) came out.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum TxEnd {
+    /// It returned `Ok`.
+    Ok,
+    /// `Error::RolledBack` (COMMIT found the transaction failed).
+    RolledBack,
+    /// `Error::IndeterminateCommit`.
+    IndeterminateCommit,
+    /// `Error::Timeout`: the caller stopped waiting; COMMIT may still run.
+    Timeout,
+    /// Any other error (the connection failed before COMMIT was sent, ...), with its text.
+    Failed(String),
+    /// Not reached: BEGIN or the statement failed, or the caller dropped the transaction.
+    NotReached,
+}
+
+/// A transaction a caller ran: BEGIN, one statement, then COMMIT or ROLLBACK.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TxRecord {
+    /// The statement's unique parameter.
+    pub param: i64,
+    /// Whether the caller asked to commit (else roll back).
+    pub commit: bool,
+    /// What the statement got (`Dropped` if the whole transaction was dropped; `Other` with
+    /// the error if BEGIN failed).
+    pub got: Got,
+    /// How the end came out.
+    pub end: TxEnd,
+}
+
 /// One unit a caller issued and what it got.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Record {
@@ -76,6 +107,49 @@ pub struct Report {
     pub elapsed_us: u64,
 }
 
+/// Checks every transaction against the server's log and its committed transactions.
+pub fn transactions(txs: &[TxRecord], db: &Db) -> Result<(), String> {
+    for t in txs {
+        let runs: Vec<_> = db.log.iter().filter(|e| e.param == t.param).collect();
+        let bad = |why: &str| Err(format!("transaction {t:?}: {why}"));
+        if runs.len() > 1 {
+            return bad("the statement ran more than once");
+        }
+        let Some(run) = runs.first() else {
+            // COMMIT may succeed without the statement (it timed out before it was sent).
+            if matches!(t.got, Got::Value(_) | Got::Db(_)) {
+                return bad("the server never ran the statement");
+            }
+            continue;
+        };
+        let Some(id) = run.tx else {
+            return bad("the statement ran outside a transaction");
+        };
+        let committed = db.committed.contains(&id);
+        match (&t.got, t.commit, &t.end) {
+            (Got::NotDispatched | Got::NoConnection, ..) => {
+                return bad("the statement ran although the error says it was not sent")
+            }
+            (Got::Value(v), ..) if Some(*v) != run.kind.result(t.param) => {
+                return bad("wrong value")
+            }
+            (_, true, TxEnd::Ok) if !committed => {
+                return bad("COMMIT returned Ok but it did not commit")
+            }
+            (_, true, TxEnd::RolledBack | TxEnd::Failed(_)) | (_, false, _) if committed => {
+                return bad(
+                    "it committed although the caller was told it did not (or asked to roll back)",
+                )
+            }
+            _ => {}
+        }
+        if committed && !(t.commit || t.got == Got::Dropped) {
+            return bad("committed without a COMMIT");
+        }
+    }
+    Ok(())
+}
+
 /// Checks every outcome against the server's log; `Err` names the first violation.
 pub fn outcomes(records: &[Record], db: &Db) -> Result<(), String> {
     let mut runs: HashMap<i64, Vec<Kind>> = HashMap::new();
@@ -89,9 +163,11 @@ pub fn outcomes(records: &[Record], db: &Db) -> Result<(), String> {
         return Err("a parameter was issued twice (simulation bug)".into());
     }
     for e in &db.log {
-        match issued.get(&e.param) {
-            Some(&k) if k == e.kind => {}
-            _ => return Err(format!("the server ran a unit nobody issued: {e:?}")),
+        match (issued.get(&e.param), e.tx) {
+            (Some(&k), None) if k == e.kind => {}
+            // Transactions' statements are checked by `transactions`.
+            (None, Some(_)) => {}
+            _ => return Err(format!("the server ran a unit nobody issued there: {e:?}")),
         }
     }
     for r in records {

@@ -26,4 +26,8 @@ pub const REGRESSION_SEEDS: &[u64] = &[
     // A server that answered and then closed (FATAL 57P01): the read hit EOF and the task died
     // before draining what it had read, so finished units came back Indeterminate.
     290, 301, 327,
+    // A transaction() whose future was dropped while its exclusive connection was being
+    // opened (or reset) leaked the pool slot and the connection: the connection outlived
+    // close(), and with every slot leaked the next transaction() waited forever.
+    222, 343, 2925,
 ];

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use pgpipe::{Client, Config, SslMode};
 
-use crate::check::{self, Got, Record, Report};
+use crate::check::{self, Got, Record, Report, TxEnd, TxRecord};
 use crate::executor::{End, Sim};
 use crate::net::{Faults, Net};
 use crate::rng::{mix, Rng};
@@ -31,8 +31,18 @@ pub struct Plan {
     pub faults: Faults,
     /// Connect failures from the start (the client may fail to connect at all).
     pub early_faults_on: bool,
-    /// Per caller: its units (kind, drop the future after this long).
-    pub callers: Vec<Vec<(Kind, Option<Duration>)>>,
+    /// Per caller: its steps.
+    pub callers: Vec<Vec<Step>>,
+}
+
+/// One thing a caller does.
+#[derive(Debug, Clone, Copy)]
+pub enum Step {
+    /// A shared-path query, its future dropped after this long if `Some`.
+    Query(Kind, Option<Duration>),
+    /// A transaction with one statement, then COMMIT (`true`) or ROLLBACK; the whole
+    /// transaction is dropped after this long if `Some`.
+    Tx(Kind, bool, Option<Duration>),
 }
 
 fn us(rng: &mut Rng, max: u64) -> Duration {
@@ -59,6 +69,7 @@ impl Plan {
             .chance(150)
             .then(|| Duration::from_millis(1 + r.below(20)));
         config.retry_not_dispatched = !r.chance(100);
+        config.pinned_size = 1 + r.below(2) as usize;
         // About a third of the seeds run without faults, the rest with a seeded mix.
         let faulty = !r.chance(300);
         let mut faults = Faults {
@@ -94,7 +105,10 @@ impl Plan {
                     .map(|_| {
                         let kind = Kind::ALL[r.below(Kind::ALL.len() as u64) as usize];
                         let drop_after = r.chance(150).then(|| us(&mut r, 4000));
-                        (kind, drop_after)
+                        match r.chance(120) {
+                            true => Step::Tx(kind, !r.chance(300), drop_after),
+                            false => Step::Query(kind, drop_after),
+                        }
                     })
                     .collect()
             })
@@ -132,6 +146,7 @@ async fn or_drop<T>(fut: impl Future<Output = T>, sleep: impl Future<Output = ()
 #[derive(Default)]
 struct Outcome {
     records: Vec<Record>,
+    txs: Vec<TxRecord>,
     connect_error: Option<String>,
     /// `Some(Err)`: a check inside the run failed.
     end_checks: Option<Result<(), String>>,
@@ -190,6 +205,7 @@ fn run_plan(seed: u64, plan: &Plan) -> Result<Report, String> {
         }
     }
     check::outcomes(&out.records, &db)?;
+    check::transactions(&out.txs, &db)?;
     // Bounded memory: tasks are callers, connection tasks and their server ends, and the root.
     let cfg = &plan.config;
     let task_bound = 1 + plan.callers.len() + 2 * (cfg.connection_limit() + cfg.pinned_size) + 2;
@@ -209,7 +225,10 @@ fn run_plan(seed: u64, plan: &Plan) -> Result<Report, String> {
         trace = mix(trace ^ e.param as u64 ^ (u64::from(e.conn) << 48) ^ e.kind as u64);
     }
     for r in &out.records {
-        trace = mix(trace ^ r.param as u64 ^ hash_got(&r.got));
+        trace = mix(trace ^ hash_of(r));
+    }
+    for t in &out.txs {
+        trace = mix(trace ^ hash_of(t));
     }
     let ok = out
         .records
@@ -237,19 +256,12 @@ fn run_plan(seed: u64, plan: &Plan) -> Result<Report, String> {
     })
 }
 
-fn hash_got(g: &Got) -> u64 {
-    let tag = match g {
-        Got::Value(v) => return mix(*v as u64),
-        Got::Db(c) => c.bytes().fold(1, |h, b| mix(h ^ u64::from(b))),
-        Got::NotDispatched => 2,
-        Got::Indeterminate => 3,
-        Got::Timeout => 4,
-        Got::NoConnection => 5,
-        Got::Closed => 6,
-        Got::Dropped => 7,
-        Got::Other(s) => s.bytes().fold(8, |h, b| mix(h ^ u64::from(b))),
-    };
-    mix(tag)
+/// A stable hash (fixed keys) of an outcome, for the trace.
+fn hash_of(v: &impl std::hash::Hash) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::hash::DefaultHasher::new();
+    v.hash(&mut h);
+    h.finish()
 }
 
 async fn root(sim: Sim, plan: Plan, out: Rc<RefCell<Outcome>>) {
@@ -280,19 +292,29 @@ async fn root(sim: Sim, plan: Plan, out: Rc<RefCell<Outcome>>) {
         let (client, sim, out, join) = (client.clone(), sim.clone(), out.clone(), join.clone());
         let units = units.clone();
         sim.clone().spawn_task(async move {
-            for (j, (kind, drop_after)) in units.into_iter().enumerate() {
+            for (j, step) in units.into_iter().enumerate() {
                 let param = (i as i64 + 1) * 1000 + j as i64;
-                let params: [&(dyn pgpipe::types::ToSql + Sync); 1] = [&param];
-                let fut = client.query_one(kind.sql(), &params);
-                let got = match drop_after {
-                    Some(d) => match or_drop(fut, sim.sleep(d)).await {
-                        Some(r) => Got::of(r),
-                        None => Got::Dropped,
-                    },
-                    None => Got::of(fut.await),
-                };
-                sim.log(|| format!("caller {i}: unit {param} ({kind:?}) got {got:?}"));
-                out.borrow_mut().records.push(Record { param, kind, got });
+                match step {
+                    Step::Query(kind, drop_after) => {
+                        let got = query(&client, &sim, kind, param, drop_after).await;
+                        sim.log(|| format!("caller {i}: unit {param} ({kind:?}) got {got:?}"));
+                        out.borrow_mut().records.push(Record { param, kind, got });
+                    }
+                    Step::Tx(kind, commit, drop_after) => {
+                        let work = transaction(&client, kind, param, commit);
+                        let t = match drop_after {
+                            Some(d) => or_drop(work, sim.sleep(d)).await.unwrap_or(TxRecord {
+                                param,
+                                commit,
+                                got: Got::Dropped,
+                                end: TxEnd::NotReached,
+                            }),
+                            None => work.await,
+                        };
+                        sim.log(|| format!("caller {i}: transaction {t:?}"));
+                        out.borrow_mut().txs.push(t);
+                    }
+                }
             }
             let mut j = join.borrow_mut();
             j.left -= 1;
@@ -319,6 +341,56 @@ async fn root(sim: Sim, plan: Plan, out: Rc<RefCell<Outcome>>) {
     out.borrow_mut().closed = true;
     out.borrow_mut().client = None;
     out.borrow_mut().end_checks = Some(end_stats(&client, &plan.config));
+}
+
+/// One shared-path query, dropped mid-flight after `drop_after` if `Some`.
+async fn query(
+    client: &Client<Sim>,
+    sim: &Sim,
+    kind: Kind,
+    param: i64,
+    drop_after: Option<Duration>,
+) -> Got {
+    let params: [&(dyn pgpipe::types::ToSql + Sync); 1] = [&param];
+    let fut = client.query_one(kind.sql(), &params);
+    match drop_after {
+        Some(d) => match or_drop(fut, sim.sleep(d)).await {
+            Some(r) => Got::of(r),
+            None => Got::Dropped,
+        },
+        None => Got::of(fut.await),
+    }
+}
+
+/// BEGIN, one statement, COMMIT or ROLLBACK on an exclusive connection.
+async fn transaction(client: &Client<Sim>, kind: Kind, param: i64, commit: bool) -> TxRecord {
+    let mut t = TxRecord {
+        param,
+        commit,
+        got: Got::Dropped,
+        end: TxEnd::NotReached,
+    };
+    let tx = match client.transaction().await {
+        Ok(tx) => tx,
+        Err(e) => {
+            t.got = Got::Other(format!("BEGIN: {e}"));
+            return t;
+        }
+    };
+    t.got = Got::of(tx.query_one(kind.sql(), &[&param]).await);
+    let end = if commit {
+        tx.commit().await
+    } else {
+        tx.rollback().await
+    };
+    t.end = match end {
+        Ok(()) => TxEnd::Ok,
+        Err(pgpipe::Error::RolledBack) => TxEnd::RolledBack,
+        Err(pgpipe::Error::IndeterminateCommit { .. }) => TxEnd::IndeterminateCommit,
+        Err(pgpipe::Error::Timeout) => TxEnd::Timeout,
+        Err(e) => TxEnd::Failed(e.to_string()),
+    };
+    t
 }
 
 /// Statistics after a graceful close: nothing queued or in flight, one ReadyForQuery per unit,
