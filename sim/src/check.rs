@@ -103,6 +103,14 @@ pub struct Report {
     pub lost: usize,
     /// Connections the server accepted.
     pub connections: u32,
+    /// Connections the server ended by a fault (reset or FATAL termination).
+    pub faults: u32,
+    /// Transactions that committed.
+    pub committed: usize,
+    /// Units whose caller dropped the future, or got `Timeout`.
+    pub abandoned: usize,
+    /// CancelRequests the server received (exclusive connections' abandoned work).
+    pub cancels: u32,
     /// Virtual time the run took.
     pub elapsed_us: u64,
 }

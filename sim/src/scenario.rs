@@ -252,6 +252,14 @@ fn run_plan(seed: u64, plan: &Plan) -> Result<Report, String> {
         ok,
         lost,
         connections: accepted,
+        faults: db.faults,
+        committed: db.committed.len(),
+        cancels: db.cancel_requests,
+        abandoned: out
+            .records
+            .iter()
+            .filter(|r| matches!(r.got, Got::Dropped | Got::Timeout))
+            .count(),
         elapsed_us: sim.elapsed().as_micros() as u64,
     })
 }
@@ -335,12 +343,41 @@ async fn root(sim: Sim, plan: Plan, out: Rc<RefCell<Outcome>>) {
         }
     })
     .await;
+    let open = open_stats(&client, &plan.config);
     sim.log(|| "callers done; closing".into());
     client.close().await;
     sim.log(|| "closed".into());
-    out.borrow_mut().closed = true;
-    out.borrow_mut().client = None;
-    out.borrow_mut().end_checks = Some(end_stats(&client, &plan.config));
+    let mut o = out.borrow_mut();
+    o.closed = true;
+    o.client = None;
+    let answered = |f: fn(&Got) -> bool| o.records.iter().filter(|r| f(&r.got)).count() as u64;
+    let (values, db_errors) = (
+        answered(|g| matches!(g, Got::Value(_))),
+        answered(|g| matches!(g, Got::Db(_))),
+    );
+    let end = open.and_then(|()| end_stats(&client, &plan.config, values, db_errors));
+    o.end_checks = Some(end);
+}
+
+/// Routing's limits while the client is open (`docs/ROUTING.md`): at most `pipeline_size`
+/// base connections, on-demand ones only up to `max_connections`, and no lane traffic when
+/// there is no room for a lane.
+fn open_stats(client: &Client<Sim>, cfg: &Config) -> Result<(), String> {
+    let s = client.stats();
+    let on_demand = cfg.connection_limit() - cfg.pipeline_size;
+    if s.open_base > cfg.pipeline_size || s.open_lanes + s.open_overflow > on_demand {
+        return Err(format!(
+            "open connections: {} base, {} lanes, {} overflow (limits {}, {on_demand})",
+            s.open_base, s.open_lanes, s.open_overflow, cfg.pipeline_size
+        ));
+    }
+    if client.live_connections() > cfg.connection_limit() {
+        return Err(format!("{} live connections", client.live_connections()));
+    }
+    if on_demand == 0 && (s.total.lane_units > 0 || s.total.opened_on_demand > 0) {
+        return Err("lane traffic without room for a lane".into());
+    }
+    Ok(())
 }
 
 /// One shared-path query, dropped mid-flight after `drop_after` if `Some`.
@@ -393,11 +430,31 @@ async fn transaction(client: &Client<Sim>, kind: Kind, param: i64, commit: bool)
     t
 }
 
-/// Statistics after a graceful close: nothing queued or in flight, one ReadyForQuery per unit,
-/// the in-flight and mailbox bounds held.
-fn end_stats(client: &Client<Sim>, cfg: &Config) -> Result<(), String> {
+/// Statistics after a graceful close: no connection live, nothing queued or in flight, one
+/// ReadyForQuery per unit, the counters consistent with what callers saw, the in-flight and
+/// mailbox bounds held.
+fn end_stats(
+    client: &Client<Sim>,
+    cfg: &Config,
+    values: u64,
+    db_errors: u64,
+) -> Result<(), String> {
     let s = client.stats();
     let t = &s.total;
+    if client.live_connections() != 0 {
+        return Err(format!(
+            "{} connections live after close",
+            client.live_connections()
+        ));
+    }
+    // Every shared-path answer a caller saw was a completed unit (and an error counted).
+    if t.units_completed < values + db_errors || t.errors_db < db_errors {
+        return Err(format!(
+            "callers saw {values} values and {db_errors} server errors, but the counters say \
+             {} units completed and {} server errors",
+            t.units_completed, t.errors_db
+        ));
+    }
     if t.in_flight != 0 || t.queued != 0 {
         return Err(format!(
             "after close: {} in flight, {} queued",

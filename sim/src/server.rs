@@ -22,7 +22,8 @@ pub enum Kind {
     Echo,
     /// `SELECT $1::int8 * 2`: returns twice its parameter.
     Double,
-    /// `SELECT $1::int8 FROM pg_sleep(0.003)`: sleeps 3 ms (virtual), returns its parameter.
+    /// `SELECT $1::int8 FROM pg_sleep(0.003)`: sleeps 3 ms (virtual), returns its parameter;
+    /// a CancelRequest meanwhile fails it with 57014 (and it does not count as run).
     Sleep,
     /// `SELECT $1::int8 / 0`: fails with SQLSTATE 22012.
     Fail,
@@ -84,6 +85,13 @@ pub struct Db {
     pub answered: std::collections::HashSet<i64>,
     /// Connections the server reset (their unread bytes are lost).
     pub reset: std::collections::HashSet<u32>,
+    /// Backends running `pg_sleep` now, and those a CancelRequest reached while they did.
+    sleeping: std::collections::HashSet<u32>,
+    cancelled: std::collections::HashSet<u32>,
+    /// CancelRequests received, and those that interrupted a statement.
+    pub cancel_requests: u32,
+    /// See `cancel_requests`.
+    pub cancels_hit: u32,
     next_tx: u64,
 }
 
@@ -283,6 +291,21 @@ impl Conn {
             self.read_exact(&mut buf, len).await?;
             let code = u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]);
             match code {
+                // CancelRequest: like PostgreSQL, it interrupts the backend's statement only
+                // if one is running (here: a pg_sleep), and is ignored otherwise.
+                80_877_102 => {
+                    let pid = u32::from_be_bytes([buf[8], buf[9], buf[10], buf[11]]);
+                    let key = u32::from_be_bytes([buf[12], buf[13], buf[14], buf[15]]);
+                    let mut db = self.db.borrow_mut();
+                    db.cancel_requests += 1;
+                    if key == pid ^ 0x5a5a && db.sleeping.contains(&pid) {
+                        db.cancelled.insert(pid);
+                    }
+                    drop(db);
+                    self.sim
+                        .log(|| format!("server {}: CancelRequest for {pid}", self.pid));
+                    return Err(Stop::Done);
+                }
                 // SSLRequest: no TLS here.
                 80_877_103 => {
                     self.out.push(b'N');
@@ -432,7 +455,26 @@ impl Conn {
             return Ok(());
         };
         if kind == Kind::Sleep {
-            self.sim.sleep(Duration::from_millis(3)).await;
+            // In steps, so a CancelRequest can interrupt it.
+            self.db.borrow_mut().sleeping.insert(self.pid);
+            let mut cancelled = false;
+            for _ in 0..6 {
+                self.sim.sleep(Duration::from_micros(500)).await;
+                if self.db.borrow_mut().cancelled.remove(&self.pid) {
+                    cancelled = true;
+                    break;
+                }
+            }
+            let mut db = self.db.borrow_mut();
+            db.sleeping.remove(&self.pid);
+            if cancelled {
+                db.cancels_hit += 1;
+                drop(db);
+                self.sim
+                    .log(|| format!("server {}: statement {p} cancelled", self.pid));
+                self.error("ERROR", "57014", "canceling statement due to user request");
+                return Ok(());
+            }
         }
         self.unanswered.push(p);
         self.db.borrow_mut().log.push(Executed {

@@ -21,15 +21,19 @@ fn seeds() {
         }
     };
     let started = std::time::Instant::now();
-    let (mut units, mut ok, mut lost, mut conns) = (0, 0, 0, 0);
+    let mut sum = pgpipe_sim::Report::default();
     let mut failures = Vec::new();
     for &seed in &seeds {
         match run_seed(seed) {
             Ok(r) => {
-                units += r.units;
-                ok += r.ok;
-                lost += r.lost;
-                conns += r.connections as usize;
+                sum.units += r.units;
+                sum.ok += r.ok;
+                sum.lost += r.lost;
+                sum.connections += r.connections;
+                sum.faults += r.faults;
+                sum.committed += r.committed;
+                sum.abandoned += r.abandoned;
+                sum.cancels += r.cancels;
             }
             Err(e) => {
                 eprintln!("{e}\n  reproduce: PGPIPE_SIM_SEED={seed} cargo test -p pgpipe-sim");
@@ -38,12 +42,28 @@ fn seeds() {
         }
     }
     eprintln!(
-        "{} seeds in {:?}: {units} units, {ok} returned their value, {lost} lost with a \
-         connection, {conns} connections",
+        "{} seeds in {:?}: {} units, {} returned their value, {} lost with a connection, {} \
+         dropped or timed out; {} connections, {} ended by a fault; {} transactions committed, {} cancel requests",
         seeds.len(),
-        started.elapsed()
+        started.elapsed(),
+        sum.units,
+        sum.ok,
+        sum.lost,
+        sum.abandoned,
+        sum.connections,
+        sum.faults,
+        sum.committed,
+        sum.cancels,
     );
     assert!(failures.is_empty(), "failing seeds: {failures:?}");
+    // The scenario must keep reaching what it checks; a vacuous run would pass silently.
+    if seeds.len() >= 1000 {
+        let s = &sum;
+        assert!(
+            s.ok > 0 && s.lost > 0 && s.abandoned > 0 && s.faults > 0 && s.committed > 0,
+            "the seeds no longer reach every outcome: {s:?}"
+        );
+    }
 }
 
 #[test]
