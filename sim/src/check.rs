@@ -23,6 +23,9 @@ pub enum Got {
     Closed,
     /// The caller dropped the future before it resolved.
     Dropped,
+    /// An error before the unit could be submitted (checking out a session failed): it must
+    /// not have run.
+    NotRun(String),
     /// Anything else, with its text.
     Other(String),
 }
@@ -86,6 +89,8 @@ pub struct Record {
     pub kind: Kind,
     /// The outcome.
     pub got: Got,
+    /// On the shared path (else on a session).
+    pub shared: bool,
 }
 
 /// What a seed's run produced, for the determinism check and the summary.
@@ -206,16 +211,17 @@ pub fn outcomes(records: &[Record], db: &Db) -> Result<(), String> {
                     return bad("the server never ran it");
                 }
             }
-            Got::NotDispatched | Got::NoConnection | Got::Closed => {
+            Got::NotDispatched | Got::NoConnection | Got::Closed | Got::NotRun(_) => {
                 if n != 0 {
                     return bad("the server ran it");
                 }
             }
             // The whole answer reached the client before the server closed gracefully (no
-            // reset discarded it): the client read it, so the unit's outcome is known.
+            // reset discarded it, no bad message made the client drop the connection): the
+            // client read it, so the unit's outcome is known.
             Got::Indeterminate
                 if db.answered.contains(&r.param)
-                    && !conn_of.get(&r.param).is_some_and(|c| db.reset.contains(c)) =>
+                    && !conn_of.get(&r.param).is_some_and(|c| db.lossy.contains(c)) =>
             {
                 return bad("its whole answer was delivered before the connection closed");
             }

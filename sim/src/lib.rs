@@ -30,4 +30,7 @@ pub const REGRESSION_SEEDS: &[u64] = &[
     // opened (or reset) leaked the pool slot and the connection: the connection outlived
     // close(), and with every slot leaked the next transaction() waited forever.
     222, 343, 2925,
+    // A protocol violation after a unit completed in the same drain: the completed units never
+    // left the in-flight gauge (stats showed work in flight after close).
+    197, 224, 564,
 ];

@@ -36,6 +36,10 @@ pub struct Faults {
     pub reset: u64,
     /// See `reset`.
     pub terminate: u64,
+    /// Per mille per message: the server sends a message pgpipe must not accept on that
+    /// connection (an unknown message type, or a ParameterStatus change, which takes a shared
+    /// connection out of service).
+    pub garbage: u64,
     /// The server pauses up to this long before each read (a slow reader).
     pub slow_read: Duration,
 }
@@ -90,6 +94,8 @@ pub struct SimSocket {
     reset: Rc<Cell<bool>>,
     /// Waits for delayed bytes to become readable.
     delay: Option<Sleep>,
+    /// For the event log: the server's pid, negative on the client's end.
+    label: i64,
 }
 
 fn wake(w: &mut Option<Waker>) {
@@ -167,6 +173,16 @@ impl SimSocket {
         }
         rx.buffered -= n;
         wake(&mut rx.writer);
+        let (label, tags) = (self.label, &buf[..n]);
+        if label < 0 {
+            self.sim.log(|| {
+                format!(
+                    "client {}: read {n} bytes {:?}",
+                    -label,
+                    String::from_utf8_lossy(tags)
+                )
+            });
+        }
         Poll::Ready(Ok(n))
     }
 
@@ -262,18 +278,19 @@ impl pgpipe::rt::Socket for SimSocket {
 }
 
 /// A connected pair of sockets.
-fn pair(sim: &Sim) -> (SimSocket, SimSocket) {
+fn pair(sim: &Sim, pid: u32) -> (SimSocket, SimSocket) {
     let a = Rc::new(RefCell::new(Half::default()));
     let b = Rc::new(RefCell::new(Half::default()));
     let reset = Rc::new(Cell::new(false));
-    let end = |rx: &Rc<RefCell<Half>>, tx: &Rc<RefCell<Half>>| SimSocket {
+    let end = |rx: &Rc<RefCell<Half>>, tx: &Rc<RefCell<Half>>, label| SimSocket {
         sim: sim.clone(),
         rx: rx.clone(),
         tx: tx.clone(),
         reset: reset.clone(),
         delay: None,
+        label,
     };
-    (end(&a, &b), end(&b, &a))
+    (end(&a, &b, -i64::from(pid)), end(&b, &a, i64::from(pid)))
 }
 
 /// The client's connect: after a seeded virtual delay, fails (when connect faults are on and
@@ -295,12 +312,12 @@ pub(crate) async fn connect(sim: Sim) -> io::Result<SimSocket> {
             "connection refused (simulated)",
         ));
     }
-    let (client, server_end) = pair(&sim);
     let (pid, db) = {
         let mut st = sim.st.borrow_mut();
         st.net.accepted += 1;
         (st.net.accepted, st.net.db.clone())
     };
+    let (client, server_end) = pair(&sim, pid);
     sim.log(|| format!("connect: server {pid}"));
     sim.spawn_task(server::serve(sim.clone(), pid, server_end, db));
     Ok(client)

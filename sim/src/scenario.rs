@@ -43,6 +43,9 @@ pub enum Step {
     /// A transaction with one statement, then COMMIT (`true`) or ROLLBACK; the whole
     /// transaction is dropped after this long if `Some`.
     Tx(Kind, bool, Option<Duration>),
+    /// A statement on a session (an exclusive connection, reset when released); dropped
+    /// after this long if `Some`.
+    Session(Kind, Option<Duration>),
 }
 
 fn us(rng: &mut Rng, max: u64) -> Duration {
@@ -52,7 +55,7 @@ fn us(rng: &mut Rng, max: u64) -> Duration {
 impl Plan {
     /// The plan of `seed` (its own generator, so the plan does not depend on the run).
     pub fn of(seed: u64) -> Plan {
-        let mut r = Rng::new(seed ^ 0x5eed_0f_91a4);
+        let mut r = Rng::new(seed ^ 0x005e_ed0f_91a4);
         let mut config = Config::default();
         config.host = "sim".into();
         config.user = "sim".into();
@@ -92,6 +95,7 @@ impl Plan {
             faults.connect_fail = if r.chance(300) { r.below(500) } else { 0 };
             faults.reset = if r.chance(400) { r.below(40) } else { 0 };
             faults.terminate = if r.chance(300) { r.below(30) } else { 0 };
+            faults.garbage = if r.chance(100) { r.below(20) } else { 0 };
             faults.slow_read = if r.chance(300) {
                 us(&mut r, 1000)
             } else {
@@ -105,9 +109,10 @@ impl Plan {
                     .map(|_| {
                         let kind = Kind::ALL[r.below(Kind::ALL.len() as u64) as usize];
                         let drop_after = r.chance(150).then(|| us(&mut r, 4000));
-                        match r.chance(120) {
-                            true => Step::Tx(kind, !r.chance(300), drop_after),
-                            false => Step::Query(kind, drop_after),
+                        match r.below(100) {
+                            0..12 => Step::Tx(kind, !r.chance(300), drop_after),
+                            12..18 => Step::Session(kind, drop_after),
+                            _ => Step::Query(kind, drop_after),
                         }
                     })
                     .collect()
@@ -306,7 +311,28 @@ async fn root(sim: Sim, plan: Plan, out: Rc<RefCell<Outcome>>) {
                     Step::Query(kind, drop_after) => {
                         let got = query(&client, &sim, kind, param, drop_after).await;
                         sim.log(|| format!("caller {i}: unit {param} ({kind:?}) got {got:?}"));
-                        out.borrow_mut().records.push(Record { param, kind, got });
+                        let shared = true;
+                        out.borrow_mut().records.push(Record {
+                            param,
+                            kind,
+                            got,
+                            shared,
+                        });
+                    }
+                    Step::Session(kind, drop_after) => {
+                        let work = on_session(&client, kind, param);
+                        let got = match drop_after {
+                            Some(d) => or_drop(work, sim.sleep(d)).await.unwrap_or(Got::Dropped),
+                            None => work.await,
+                        };
+                        sim.log(|| format!("caller {i}: session unit {param} got {got:?}"));
+                        let shared = false;
+                        out.borrow_mut().records.push(Record {
+                            param,
+                            kind,
+                            got,
+                            shared,
+                        });
                     }
                     Step::Tx(kind, commit, drop_after) => {
                         let work = transaction(&client, kind, param, commit);
@@ -350,7 +376,10 @@ async fn root(sim: Sim, plan: Plan, out: Rc<RefCell<Outcome>>) {
     let mut o = out.borrow_mut();
     o.closed = true;
     o.client = None;
-    let answered = |f: fn(&Got) -> bool| o.records.iter().filter(|r| f(&r.got)).count() as u64;
+    let answered = |f: fn(&Got) -> bool| {
+        let shared = o.records.iter().filter(|r| r.shared);
+        shared.filter(|r| f(&r.got)).count() as u64
+    };
     let (values, db_errors) = (
         answered(|g| matches!(g, Got::Value(_))),
         answered(|g| matches!(g, Got::Db(_))),
@@ -396,6 +425,14 @@ async fn query(
             None => Got::Dropped,
         },
         None => Got::of(fut.await),
+    }
+}
+
+/// One statement on a session; the session is released (and reset) at the end.
+async fn on_session(client: &Client<Sim>, kind: Kind, param: i64) -> Got {
+    match client.session().await {
+        Ok(s) => Got::of(s.query_one(kind.sql(), &[&param]).await),
+        Err(e) => Got::NotRun(format!("session(): {e}")),
     }
 }
 

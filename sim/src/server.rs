@@ -83,8 +83,9 @@ pub struct Db {
     pub faults: u32,
     /// Parameters whose whole answer (through ReadyForQuery) was written to the client.
     pub answered: std::collections::HashSet<i64>,
-    /// Connections the server reset (their unread bytes are lost).
-    pub reset: std::collections::HashSet<u32>,
+    /// Connections the server reset (their unread bytes are lost) or sent a message that
+    /// makes the client drop them: answers on these may be lost.
+    pub lossy: std::collections::HashSet<u32>,
     /// Backends running `pg_sleep` now, and those a CancelRequest reached while they did.
     sleeping: std::collections::HashSet<u32>,
     cancelled: std::collections::HashSet<u32>,
@@ -233,17 +234,31 @@ impl Conn {
         let mut buf = Vec::new();
         loop {
             // Faults between two messages: a reset, or the backend terminated by an admin.
-            let (reset, terminate) = {
+            let (reset, terminate, garbage) = {
                 let st = self.sim.st.borrow();
+                let f = &st.net.faults;
                 match st.net.faults_on {
-                    true => (st.net.faults.reset, st.net.faults.terminate),
-                    false => (0, 0),
+                    true => (f.reset, f.terminate, f.garbage),
+                    false => (0, 0, 0),
                 }
             };
+            if self.sim.st.borrow_mut().rng.chance(garbage) {
+                self.db.borrow_mut().lossy.insert(self.pid);
+                if self.sim.below(2) == 0 {
+                    self.sim
+                        .log(|| format!("server {}: unknown message type", self.pid));
+                    self.msg(b'!', b"junk");
+                } else {
+                    self.sim
+                        .log(|| format!("server {}: ParameterStatus change", self.pid));
+                    self.msg(b'S', b"TimeZone\0Mars/Olympus_Mons\0");
+                }
+                self.flush().await?;
+            }
             if self.sim.st.borrow_mut().rng.chance(reset) {
                 self.sim.log(|| format!("server {}: reset", self.pid));
                 self.db.borrow_mut().faults += 1;
-                self.db.borrow_mut().reset.insert(self.pid);
+                self.db.borrow_mut().lossy.insert(self.pid);
                 self.sock.reset();
                 return Ok(());
             }

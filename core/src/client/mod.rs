@@ -190,10 +190,8 @@ impl<R: Adapter> Client<R> {
                         &self.inner.types,
                     );
                     let claim = Claim::new(pinned, &shared);
-                    if let Err(e) = futures_lite::future::poll_fn(|cx| opened.poll_block(cx)).await
-                    {
-                        return Err(e);
-                    }
+                    // On failure the claim's drop frees the slot.
+                    futures_lite::future::poll_fn(|cx| opened.poll_block(cx)).await?;
                     claim.keep()
                 }
             };

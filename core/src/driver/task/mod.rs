@@ -267,16 +267,20 @@ impl<R: Runtime> ConnTask<R> {
             now: self.rt.now(),
             est: &mut self.est,
         };
-        let done = self.pipeline.drain(&mut self.rbuf, &mut h);
+        let before = self.pipeline.len();
+        let result = self.pipeline.drain(&mut self.rbuf, &mut h);
         let (leaked, now) = (h.leaked.take(), h.now);
         self.est.end_drain(now, self.pipeline.is_empty());
-        let done = done?;
+        // Counted from the FIFO, not the result: units completed before a protocol violation
+        // in the same drain were delivered and must leave the in-flight gauge too.
+        let done = before - self.pipeline.len();
         if done > 0 {
             self.shared
                 .counters
                 .in_flight
                 .fetch_sub(done as u64, Relaxed);
         }
+        result?;
         if let Some(reason) = leaked {
             let _ = self.die(reason);
         }
