@@ -68,9 +68,44 @@ fn seeds() {
 
 #[test]
 fn a_seed_replays_bit_for_bit() {
-    for seed in [1, 7, 42, 1234, 99_999] {
+    for seed in [1, 7, 21, 42, 105, 1234, 99_999] {
         let a = run_seed(seed).expect("passes");
         let b = run_seed(seed).expect("passes");
         assert_eq!(a, b, "seed {seed} ran differently twice");
     }
+}
+
+/// The regression seeds name plans: if this fingerprint changes, the plan generator changed,
+/// and `REGRESSION_SEEDS` must be derived again (see their comment).
+#[test]
+fn plans_are_stable() {
+    let mut h = 0u64;
+    for seed in 0..200 {
+        let p = pgpipe_sim::scenario::Plan::of(seed);
+        let c = &p.config;
+        let drawn = format!(
+            "{:?}{:?}{}{:?}{} {} {} {} {} {:?} {:?} {:?} {} {}",
+            p.faults,
+            p.callers,
+            p.early_faults_on,
+            c.pipeline_size,
+            c.max_in_flight,
+            c.mailbox_size,
+            c.statement_cache_size,
+            c.max_connections,
+            c.pinned_size,
+            c.idle_timeout,
+            c.connect_timeout,
+            c.query_timeout,
+            c.retry_not_dispatched,
+            seed,
+        );
+        h = drawn
+            .bytes()
+            .fold(h, |h, b| pgpipe_sim::rng::mix(h ^ u64::from(b)));
+    }
+    assert_eq!(
+        h, 13_819_644_025_718_267_076,
+        "plan fingerprint changed: re-derive REGRESSION_SEEDS, then update this"
+    );
 }
