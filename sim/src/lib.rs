@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod check;
+pub mod db;
 pub mod executor;
 pub mod net;
 pub mod rng;

@@ -225,7 +225,7 @@ fn run_plan(seed: u64, plan: &Plan) -> Result<Report, String> {
             plan.faults.capacity
         ));
     }
-    let mut trace = mix(trace ^ sim.elapsed().as_nanos() as u64);
+    let mut trace = mix(trace ^ sim.elapsed().as_nanos() as u64 ^ (db.messages << 32));
     for e in &db.log {
         trace = mix(trace ^ e.param as u64 ^ (u64::from(e.conn) << 48) ^ e.kind as u64);
     }
