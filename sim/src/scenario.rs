@@ -33,6 +33,9 @@ pub struct Plan {
     pub early_faults_on: bool,
     /// Per caller: its steps.
     pub callers: Vec<Vec<Step>>,
+    /// `close_within(limit)` this long after the start, while callers may still be working
+    /// (`(after, limit)`); otherwise `close()` once every caller is done.
+    pub early_close: Option<(Duration, Duration)>,
 }
 
 /// One thing a caller does.
@@ -118,11 +121,18 @@ impl Plan {
                     .collect()
             })
             .collect();
+        // From its own stream, so adding it left every other draw (and the regression
+        // seeds' plans) as they were.
+        let mut r2 = Rng::new(seed ^ 0x00c1_05ed);
+        let early_close = r2
+            .chance(100)
+            .then(|| (us(&mut r2, 10_000), us(&mut r2, 5_000)));
         Plan {
             config,
             faults,
             early_faults_on,
             callers,
+            early_close,
         }
     }
 }
@@ -156,6 +166,8 @@ struct Outcome {
     /// `Some(Err)`: a check inside the run failed.
     end_checks: Option<Result<(), String>>,
     closed: bool,
+    /// `close_within` ran out of time and aborted what was left.
+    aborted: bool,
     /// The client, for diagnostics of a run that did not end.
     client: Option<Client<Sim>>,
 }
@@ -209,7 +221,7 @@ fn run_plan(seed: u64, plan: &Plan) -> Result<Report, String> {
             ));
         }
     }
-    check::outcomes(&out.records, &db)?;
+    check::outcomes(&out.records, &db, out.aborted)?;
     check::transactions(&out.txs, &db)?;
     // Bounded memory: tasks are callers, connection tasks and their server ends, and the root.
     let cfg = &plan.config;
@@ -359,16 +371,35 @@ async fn root(sim: Sim, plan: Plan, out: Rc<RefCell<Outcome>>) {
             }
         });
     }
-    std::future::poll_fn(|cx| {
-        let mut j = join.borrow_mut();
-        if j.left == 0 {
-            Poll::Ready(())
-        } else {
-            j.waiter = Some(cx.waker().clone());
-            Poll::Pending
-        }
-    })
-    .await;
+    let all_done = || {
+        std::future::poll_fn(|cx| {
+            let mut j = join.borrow_mut();
+            if j.left == 0 {
+                Poll::Ready(())
+            } else {
+                j.waiter = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+    };
+    if let Some((after, limit)) = plan.early_close {
+        // Close while callers may still be working: what is in flight when the limit passes
+        // fails with typed errors, later calls get `Closed`.
+        let done = or_drop(all_done(), sim.sleep(after)).await.is_some();
+        let open = open_stats(&client, &plan.config);
+        sim.log(|| format!("close_within({limit:?}), callers done: {done}"));
+        let graceful = client.close_within(limit).await;
+        sim.log(|| format!("closed (graceful: {graceful})"));
+        all_done().await;
+        let mut o = out.borrow_mut();
+        o.closed = true;
+        o.aborted = !graceful;
+        o.client = None;
+        let end = open.and_then(|()| end_stats(&client, &plan.config, 0, 0));
+        o.end_checks = Some(end);
+        return;
+    }
+    all_done().await;
     let open = open_stats(&client, &plan.config);
     sim.log(|| "callers done; closing".into());
     client.close().await;
