@@ -22,7 +22,7 @@ impl<R: Runtime> ConnTask<R> {
         let Phase::Opening(opening) = &mut self.phase else {
             return Poll::Ready(Ok(()));
         };
-        let (transport, info) = match opening.poll(cx, &self.rt, &self.cfg) {
+        let (transport, info, rest) = match opening.poll(cx, &self.rt, &self.cfg) {
             Poll::Ready(Ok(done)) => done,
             Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
             Poll::Pending => return Poll::Pending,
@@ -34,6 +34,8 @@ impl<R: Runtime> ConnTask<R> {
         }
         self.socket = Some(transport);
         self.rbuf.clear();
+        // What the server sent after its ReadyForQuery, read with it: the first drain's.
+        self.rbuf.extend_from_slice(&rest);
         self.session = info;
         self.phase = Phase::Running;
         Poll::Ready(Ok(()))
