@@ -1,5 +1,6 @@
-//! Runs the simulation over many seeds (`PGPIPE_SIM_SEEDS`, default 10,000), or one seed
-//! (`PGPIPE_SIM_SEED`), plus the regression seeds; and checks that a seed replays exactly.
+//! Runs the simulation over many seeds (`PGPIPE_SIM_SEEDS`, default 10,000, starting at
+//! `PGPIPE_SIM_FROM`, default 0), or one seed (`PGPIPE_SIM_SEED`), plus the regression seeds;
+//! and checks that a seed replays exactly.
 
 use pgpipe_sim::{run_seed, REGRESSION_SEEDS};
 
@@ -17,7 +18,12 @@ fn seeds() {
         Some(one) => vec![one],
         None => {
             let n = env_u64("PGPIPE_SIM_SEEDS").unwrap_or(10_000);
-            REGRESSION_SEEDS.iter().copied().chain(0..n).collect()
+            let from = env_u64("PGPIPE_SIM_FROM").unwrap_or(0);
+            REGRESSION_SEEDS
+                .iter()
+                .copied()
+                .chain(from..from + n)
+                .collect()
         }
     };
     let started = std::time::Instant::now();
