@@ -127,6 +127,9 @@ impl Plan {
         let early_close = r2
             .chance(100)
             .then(|| (us(&mut r2, 10_000), us(&mut r2, 5_000)));
+        config.checkout_timeout = r2
+            .chance(200)
+            .then(|| Duration::from_micros(100 + r2.below(10_000)));
         Plan {
             config,
             faults,
@@ -290,6 +293,7 @@ fn hash_of(v: &impl std::hash::Hash) -> u64 {
 }
 
 async fn root(sim: Sim, plan: Plan, out: Rc<RefCell<Outcome>>) {
+    sim.log(|| format!("plan: {plan:?}"));
     let client = match Client::connect(sim.clone(), plan.config.clone()).await {
         Ok(c) => c,
         Err(e) => {

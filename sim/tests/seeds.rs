@@ -106,13 +106,13 @@ fn plans_are_stable() {
             c.retry_not_dispatched,
             seed,
         );
-        let drawn = format!("{drawn} {:?}", p.early_close);
+        let drawn = format!("{drawn} {:?} {:?}", p.early_close, c.checkout_timeout);
         h = drawn
             .bytes()
             .fold(h, |h, b| pgpipe_sim::rng::mix(h ^ u64::from(b)));
     }
     assert_eq!(
-        h, 3_641_493_666_120_378_850,
+        h, 16_011_903_234_898_535_656,
         "plan fingerprint changed: re-derive REGRESSION_SEEDS, then update this"
     );
 }
