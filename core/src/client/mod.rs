@@ -172,12 +172,12 @@ impl<R: Adapter> Client<R> {
         loop {
             let conn = match self.acquire(&me, started).await? {
                 Checkout::Idle(conn, reset) => {
+                    let claim = Claim::new(pinned, &conn);
                     if conn.is_open() && reset_ok(reset).await {
-                        conn
+                        claim.keep()
                     } else {
-                        // The previous holder's session could not be reset: replace it.
-                        conn.begin_close();
-                        pinned.forfeit();
+                        // The previous holder's session could not be reset: replace it
+                        // (dropping the claim closes it and frees its slot).
                         continue;
                     }
                 }
@@ -189,12 +189,10 @@ impl<R: Adapter> Client<R> {
                         &self.inner.costs,
                         &self.inner.types,
                     );
-                    if let Err(e) = futures_lite::future::poll_fn(|cx| opened.poll_block(cx)).await
-                    {
-                        pinned.forfeit();
-                        return Err(e);
-                    }
-                    shared
+                    let claim = Claim::new(pinned, &shared);
+                    // On failure the claim's drop frees the slot.
+                    futures_lite::future::poll_fn(|cx| opened.poll_block(cx)).await?;
+                    claim.keep()
                 }
             };
             let id = pinned.hold(conn.clone(), me.clone(), self.inner.rt.now());
@@ -203,6 +201,38 @@ impl<R: Adapter> Client<R> {
                 pinned: pinned.clone(),
                 id,
             });
+        }
+    }
+}
+
+/// An exclusive connection a checkout has claimed (opening it, or resetting an idle one) but
+/// not yet handed to its holder. Dropped unkept — the reset or open failed, or the caller
+/// dropped the checkout's future while it waited — it closes the connection and frees the
+/// pool slot, which would otherwise stay counted as open and serve nobody, forever.
+struct Claim<'a> {
+    pinned: &'a Pinned,
+    conn: Option<Arc<ConnShared>>,
+}
+
+impl<'a> Claim<'a> {
+    fn new(pinned: &'a Pinned, conn: &Arc<ConnShared>) -> Self {
+        Claim {
+            pinned,
+            conn: Some(conn.clone()),
+        }
+    }
+
+    /// The checkout succeeded: the connection goes to its holder.
+    fn keep(mut self) -> Arc<ConnShared> {
+        self.conn.take().expect("kept once")
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            conn.begin_close();
+            self.pinned.forfeit();
         }
     }
 }

@@ -113,7 +113,8 @@ impl<R: Runtime> Probe<R> {
                         return Poll::Pending;
                     }
                     Poll::Ready(Err(e)) => return Poll::Ready(open_failed(e)),
-                    Poll::Ready(Ok((sock, _))) => {
+                    // Bytes read past the startup's ReadyForQuery belong to the answer.
+                    Poll::Ready(Ok((sock, _, rest))) => {
                         let mut out = BytesMut::with_capacity(128);
                         let sql = format!(
                             "SELECT state, clock_timestamp() - state_change >= \
@@ -128,7 +129,7 @@ impl<R: Runtime> Probe<R> {
                         self.step = Some(Step::Asking {
                             sock,
                             out,
-                            rbuf: BytesMut::with_capacity(512),
+                            rbuf: rest,
                             row: None,
                             failed: false,
                         });

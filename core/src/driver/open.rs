@@ -132,8 +132,10 @@ enum State<R: Runtime> {
     Gone,
 }
 
-/// A connection ready to serve, and what the server reported during startup.
-pub(crate) type Opened<R> = (Transport<<R as Runtime>::Socket>, SessionInfo);
+/// A connection ready to serve, what the server reported during startup, and the bytes it
+/// sent after its ReadyForQuery that were read with it (they belong to the connection task:
+/// an asynchronous message, or a FATAL, must not be dropped or the stream misaligned).
+pub(crate) type Opened<R> = (Transport<<R as Runtime>::Socket>, SessionInfo, BytesMut);
 
 /// One connection being opened, bounded by `connect_timeout` per attempt.
 pub(crate) struct Opening<R: Runtime> {
@@ -396,7 +398,7 @@ impl<R: Runtime> Opening<R> {
                         else {
                             unreachable!("matched above")
                         };
-                        return Poll::Ready(Ok((transport, info)));
+                        return Poll::Ready(Ok((transport, info, std::mem::take(rbuf))));
                     }
                     Ok(Step::Continue) => {}
                     // The server said no: `sslmode` may allow another attempt.

@@ -23,7 +23,7 @@ impl<R: Runtime> ConnTask<R> {
         let Phase::Opening(opening) = &mut self.phase else {
             return Poll::Ready(Ok(()));
         };
-        let (transport, info) = match opening.poll(cx, &self.rt, &self.cfg) {
+        let (transport, info, rest) = match opening.poll(cx, &self.rt, &self.cfg) {
             Poll::Ready(Ok(done)) => done,
             Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
             Poll::Pending => return Poll::Pending,
@@ -35,6 +35,8 @@ impl<R: Runtime> ConnTask<R> {
         }
         self.socket = Some(transport);
         self.rbuf.clear();
+        // What the server sent after its ReadyForQuery, read with it: the first drain's.
+        self.rbuf.extend_from_slice(&rest);
         self.session = info;
         self.phase = Phase::Running;
         Poll::Ready(Ok(()))
@@ -267,12 +269,21 @@ impl<R: Runtime> ConnTask<R> {
         crate::observe::connection_lost(self.shared.role_name(), &reason);
         let c = &self.shared.counters;
         c.inc(&c.errors_connection);
+        // Read before `fail_all` marks the connection dead: a close that arrived in the same
+        // tick as the failure must still end the task, not be forgotten by a reconnect.
+        let closing = matches!(
+            lock(&self.shared.state).status,
+            Status::Closing | Status::Closed
+        );
         self.fail_all(&reason);
         self.socket = None;
         self.rbuf.clear();
         self.wbuf.clear();
         self.silence.quiet();
         self.health = Health::Idle;
+        if closing {
+            return self.finish(Status::Closed);
+        }
         // On-demand connections are not reconnected: the service opens one again when needed.
         let stopping = self.shared.abort_flag.load(Relaxed) || self.exclusive || self.on_demand();
         if stopping {

@@ -183,15 +183,7 @@ impl<R: Runtime> ConnTask<R> {
             true => false,
             false => match self.read(cx) {
                 Ok(more) => more,
-                Err(reason) => {
-                    // Answers that arrived with the end of the stream still complete their
-                    // units; only what the end cut off is failed.
-                    let _ = self.drain();
-                    if !matches!(self.phase, Phase::Running) {
-                        return self.stopped();
-                    }
-                    return self.die(reason);
-                }
+                Err(end) => return self.read_ended(end),
             },
         };
         if let Err(v) = self.drain() {
@@ -233,15 +225,34 @@ impl<R: Runtime> ConnTask<R> {
         }
     }
 
-    /// Reads until the socket would block or the budget is spent. `Ok(true)`: budget spent.
-    fn read(&mut self, cx: &mut Context<'_>) -> Result<bool, String> {
+    /// The socket reached its end (`None`: EOF) or failed. What was read before it still
+    /// completes its units: a server that answers and then closes (a FATAL after the last
+    /// ReadyForQuery) must not turn finished units into `Indeterminate` ones.
+    fn read_ended(&mut self, end: Option<String>) -> Poll<()> {
+        if let Err(v) = self.drain() {
+            return self.die(format!("protocol violation: {}", v.0));
+        }
+        match self.phase {
+            Phase::Running => {}
+            // The drain found a reason to stop; die() already ran.
+            Phase::Done => return Poll::Ready(()),
+            _ => return Poll::Pending,
+        }
+        // After the drain, so a FATAL the server sent before closing names the reason.
+        let reason = end.unwrap_or_else(|| self.eof_reason());
+        self.die(reason)
+    }
+
+    /// Reads until the socket would block or the budget is spent. `Ok(true)`: budget spent;
+    /// `Err(None)`: EOF; `Err(Some(reason))`: the read failed.
+    fn read(&mut self, cx: &mut Context<'_>) -> Result<bool, Option<String>> {
         let mut total = 0usize;
         let Some(sock) = self.socket.as_mut() else {
-            return Err("no socket".into());
+            return Err(Some("no socket".into()));
         };
         let result = loop {
             match sock.poll_read(cx, &mut self.chunk) {
-                Poll::Ready(Ok(0)) => break Err(self.eof_reason()),
+                Poll::Ready(Ok(0)) => break Err(None),
                 Poll::Ready(Ok(n)) => {
                     self.rbuf.extend_from_slice(&self.chunk[..n]);
                     total += n;
@@ -250,7 +261,7 @@ impl<R: Runtime> ConnTask<R> {
                     }
                 }
                 Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Poll::Ready(Err(e)) => break Err(format!("read failed: {e}")),
+                Poll::Ready(Err(e)) => break Err(Some(format!("read failed: {e}"))),
                 Poll::Pending => break Ok(false),
             }
         };
@@ -284,19 +295,23 @@ impl<R: Runtime> ConnTask<R> {
             now: self.rt.now(),
             est: &mut self.est,
         };
-        let done = self.pipeline.drain(&mut self.rbuf, &mut h);
+        let before = self.pipeline.len();
+        let result = self.pipeline.drain(&mut self.rbuf, &mut h);
         let (leaked, now) = (h.leaked.take(), h.now);
         self.est.end_drain(now, self.pipeline.is_empty());
         if std::mem::take(&mut self.heard) {
             self.silence.heard(now);
         }
-        let done = done?;
+        // Counted from the FIFO, not the result: units completed before a protocol violation
+        // in the same drain were delivered and must leave the in-flight gauge too.
+        let done = before - self.pipeline.len();
         if done > 0 {
             self.shared
                 .counters
                 .in_flight
                 .fetch_sub(done as u64, Relaxed);
         }
+        result?;
         if let Some(reason) = leaked {
             let _ = self.die(reason);
         }
