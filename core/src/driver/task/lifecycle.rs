@@ -152,25 +152,29 @@ impl<R: Runtime> ConnTask<R> {
         // A paused stream is silent by our choice, not the server's.
         if self.pipeline.is_empty() || self.pipeline.is_paused() {
             self.silence.quiet();
-            self.health = Health::Idle;
+            // An armed timer is kept: a connection that is busy and idle by turns (most are)
+            // would otherwise arm one per busy spell. When it fires early it is re-armed for
+            // the silence's due time, so there is at most one timer per interval.
+            if matches!(self.health, Health::Probing(..)) {
+                self.health = Health::Idle;
+            }
             return Ok(());
         }
         loop {
-            let due = self.silence.due(after);
+            let Some(due) = self.silence.due(after) else {
+                // In flight since before the pump read the clock (a reconnect's backlog).
+                self.silence.busy(self.rt.now());
+                continue;
+            };
             match &mut self.health {
-                Health::Idle => match due {
-                    Some(due) => self.health = Health::Waiting(due, self.rt.sleep_until(due)),
-                    // In flight since before the pump read the clock (a reconnect's backlog).
-                    None => self.silence.busy(self.rt.now()),
-                },
-                Health::Waiting(at, sleep) => {
+                Health::Idle => self.health = Health::Waiting(self.rt.sleep_until(due)),
+                Health::Waiting(sleep) => {
                     if Pin::new(sleep).poll(cx).is_pending() {
                         return Ok(());
                     }
-                    let due = due.unwrap_or(*at);
                     if self.rt.now() < due {
                         // Heard from since the timer was armed: wait from the last sound.
-                        self.health = Health::Waiting(due, self.rt.sleep_until(due));
+                        self.health = Health::Waiting(self.rt.sleep_until(due));
                         continue;
                     }
                     let Some((pid, _)) = self.session.backend_key else {
@@ -180,7 +184,7 @@ impl<R: Runtime> ConnTask<R> {
                         continue;
                     };
                     let probe = Probe::start(&self.rt, &self.cfg, pid, after / 2);
-                    self.health = Health::Probing(Box::new(probe), Some(due));
+                    self.health = Health::Probing(Box::new(probe), due);
                 }
                 Health::Probing(_, began) if *began != due => {
                     // A byte arrived during the check: the connection lives.

@@ -53,11 +53,11 @@ struct Sent {
 enum Health<R: Runtime> {
     /// No timer armed.
     Idle,
-    /// The check is due at this instant; the timer fires then.
-    Waiting(Instant, R::Sleep),
+    /// A timer for the check (it may fire early: the silence may have restarted since).
+    Waiting(R::Sleep),
     /// Asking the server; the silence's due time when the check began (a byte heard since
     /// makes the check moot).
-    Probing(Box<Probe<R>>, Option<Instant>),
+    Probing(Box<Probe<R>>, Instant),
 }
 
 /// Where the task is in a connection's life.
