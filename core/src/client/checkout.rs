@@ -1,0 +1,108 @@
+//! Checking out an exclusive connection (sessions and transactions): an idle one whose reset
+//! succeeded or a new one, under `checkout_timeout`, and the claim that gives a connection back
+//! if the checkout is abandoned half-way.
+
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Instant;
+
+use super::on_demand::spawn_connection;
+use super::{Adapter, Client};
+use crate::driver::shared::ConnShared;
+use crate::exclusive::{reset_ok, Checkout, Held, Pinned};
+use crate::rt::Runtime;
+use crate::Error;
+
+impl<R: Adapter> Client<R> {
+    /// An exclusive connection for the caller (see `Client::session`, in `session.rs`):
+    /// an idle one whose reset succeeded, or a new one while fewer than `pinned_size` exist.
+    pub(crate) async fn checkout(&self) -> Result<Held, Error> {
+        let me = futures_lite::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
+        let pinned = &self.inner.pinned;
+        let started = self.inner.rt.now();
+        loop {
+            let conn = match self.acquire(&me, started).await? {
+                Checkout::Idle(conn, reset) => {
+                    let claim = Claim::new(pinned, &conn);
+                    if conn.is_open() && reset_ok(reset).await {
+                        claim.keep()
+                    } else {
+                        // The previous holder's session could not be reset: replace it
+                        // (dropping the claim closes it and frees its slot).
+                        continue;
+                    }
+                }
+                Checkout::Open => {
+                    let (shared, opened) = spawn_connection(
+                        &self.inner.rt,
+                        &self.inner.cfg,
+                        true,
+                        &self.inner.costs,
+                        &self.inner.types,
+                    );
+                    let claim = Claim::new(pinned, &shared);
+                    // On failure the claim's drop frees the slot.
+                    futures_lite::future::poll_fn(|cx| opened.poll_block(cx)).await?;
+                    claim.keep()
+                }
+            };
+            let id = pinned.hold(conn.clone(), me.clone(), self.inner.rt.now());
+            return Ok(Held {
+                conn,
+                pinned: pinned.clone(),
+                id,
+            });
+        }
+    }
+}
+
+impl<R: Runtime> Client<R> {
+    /// Waits for an idle exclusive connection or a slot, for at most `checkout_timeout` since
+    /// `started`. Only this wait is bounded here: opening is bounded by `connect_timeout`, and
+    /// a previous holder's reset by the cancel bound.
+    async fn acquire(&self, me: &std::task::Waker, started: Instant) -> Result<Checkout, Error> {
+        let pinned = &self.inner.pinned;
+        let Some(limit) = self.inner.config.checkout_timeout else {
+            return pinned.acquire(me).await;
+        };
+        let rt = &self.inner.rt;
+        futures_lite::future::or(pinned.acquire(me), async {
+            rt.sleep_until(started + limit).await;
+            let now = rt.now();
+            Err(pinned.timed_out(now.saturating_duration_since(started), now))
+        })
+        .await
+    }
+}
+
+/// An exclusive connection a checkout has claimed (opening it, or resetting an idle one) but
+/// not yet handed to its holder. Dropped unkept — the reset or open failed, or the caller
+/// dropped the checkout's future while it waited — it closes the connection and frees the
+/// pool slot, which would otherwise stay counted as open and serve nobody, forever.
+struct Claim<'a> {
+    pinned: &'a Pinned,
+    conn: Option<Arc<ConnShared>>,
+}
+
+impl<'a> Claim<'a> {
+    fn new(pinned: &'a Pinned, conn: &Arc<ConnShared>) -> Self {
+        Claim {
+            pinned,
+            conn: Some(conn.clone()),
+        }
+    }
+
+    /// The checkout succeeded: the connection goes to its holder.
+    fn keep(mut self) -> Arc<ConnShared> {
+        self.conn.take().expect("kept once")
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            conn.begin_close();
+            self.pinned.forfeit();
+        }
+    }
+}
