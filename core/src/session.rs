@@ -244,8 +244,8 @@ impl<R: Runtime> Transaction<R> {
 
     statements!();
 
-    /// Commits. If the connection fails after COMMIT was sent, the outcome is unknown:
-    /// `Error::IndeterminateCommit`. If an earlier statement failed, the server rolls back
+    /// Commits. If the connection fails after COMMIT was sent, or `query_timeout` passes
+    /// before it completes, the outcome is unknown: `Error::IndeterminateCommit`. If an earlier statement failed, the server rolls back
     /// instead and this returns `Error::RolledBack`.
     pub async fn commit(self) -> Result<(), Error> {
         commit(&self.x).await
@@ -268,6 +268,11 @@ async fn commit<R: Runtime>(x: &Exclusive<R>) -> Result<(), Error> {
         Ok(r) if r.verb.as_str() == "ROLLBACK" => Err(Error::RolledBack),
         Ok(_) => Ok(()),
         Err(Error::Indeterminate { reason }) => Err(Error::IndeterminateCommit { reason }),
+        // The COMMIT is not withdrawn when its caller stops waiting: it may still commit, or
+        // be cancelled when the connection is released. Either way, nobody knows yet.
+        Err(Error::Timeout) => Err(Error::IndeterminateCommit {
+            reason: "COMMIT did not complete within query_timeout; it may still commit".into(),
+        }),
         Err(e) => Err(e),
     }
 }

@@ -726,6 +726,38 @@ pub async fn commit_with_unknown_outcome_is_indeterminate_commit<H: Harness>() {
     s.query("SELECT 1", &[]).await.unwrap();
     drop(s);
     db.close().await;
+    a_commit_past_its_deadline_is_indeterminate::<H>().await;
+}
+
+/// A COMMIT whose deadline passes may still commit (or be cancelled at release): its outcome
+/// is unknown, and the error says so.
+async fn a_commit_past_its_deadline_is_indeterminate<H: Harness>() {
+    let t = format!("slow_commit_{}", H::name());
+    psql(&format!(
+        "CREATE TABLE IF NOT EXISTS {t} (id int); \
+         CREATE OR REPLACE FUNCTION {t}() RETURNS trigger AS $$ \
+         BEGIN PERFORM pg_sleep(0.5); RETURN NULL; END $$ LANGUAGE plpgsql; \
+         DROP TRIGGER IF EXISTS {t} ON {t}; \
+         CREATE CONSTRAINT TRIGGER {t} AFTER INSERT ON {t} DEFERRABLE INITIALLY DEFERRED \
+         FOR EACH ROW EXECUTE FUNCTION {t}();"
+    ));
+    let db = client::<H>(|c| {
+        c.pipeline_size = 1;
+        c.query_timeout = Some(Duration::from_millis(150));
+    })
+    .await;
+    let tx = db.transaction().await.unwrap();
+    tx.execute(&format!("INSERT INTO {t} VALUES (1)"), &[])
+        .await
+        .unwrap();
+    // The deferred trigger sleeps at COMMIT, past the deadline.
+    match tx.commit().await {
+        Err(Error::IndeterminateCommit { reason }) => {
+            assert!(reason.contains("query_timeout"), "{reason}")
+        }
+        other => panic!("expected IndeterminateCommit, got {other:?}"),
+    }
+    db.close().await;
 }
 
 /// A session released while its statement runs: the statement is cancelled, and the next
