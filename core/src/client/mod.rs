@@ -27,6 +27,22 @@ mod checkout;
 mod on_demand;
 mod route;
 
+/// A shared-path statement's parameters: typed by the server (prepared, cached) or by the caller.
+#[derive(Clone, Copy)]
+enum Params<'p> {
+    Untyped(&'p [&'p (dyn ToSql + Sync)]),
+    Typed(&'p [(&'p (dyn ToSql + Sync), Type)]),
+}
+
+impl Params<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Params::Untyped(p) => p.len(),
+            Params::Typed(p) => p.len(),
+        }
+    }
+}
+
 /// A runtime that can run pgpipe: a [`Runtime`] that can spawn the connection task.
 /// Implemented automatically; adapters only implement `Runtime` and `Spawn`.
 pub trait Adapter: Runtime + Spawn<ConnTask<Self>> {}
@@ -201,22 +217,8 @@ impl<R: Runtime> Client<R> {
         params: &[(&(dyn ToSql + Sync), Type)],
     ) -> Result<Vec<Row>, Error> {
         let op = async {
-            self.admit(sql, params.len())?;
-            let deadline = self.deadline();
-            let mut attempts = 0;
-            loop {
-                let conn = self.route(deadline).await?;
-                let r = async {
-                    let w = with_deadline(&self.inner.rt, deadline, conn.submit_typed(sql, params))
-                        .await?;
-                    wait(&self.inner.rt, deadline, &w).await
-                }
-                .await;
-                match self.retry_or_return(conn, r, &mut attempts) {
-                    Some(r) => return self.complete_rows(conn, r?.rows, deadline).await,
-                    None => continue,
-                }
-            }
+            let (conn, r, deadline) = self.shared_path(sql, Params::Typed(params)).await?;
+            self.complete_rows(conn, r.rows, deadline).await
         };
         crate::observe::operation(&self.inner.rt, &self.inner.cfg, sql, op).await
     }
@@ -377,18 +379,41 @@ impl<R: Runtime> Client<R> {
 
     async fn run(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<QueryResult, Error> {
         let op = async {
-            self.admit(sql, params.len())?;
-            let deadline = self.deadline();
-            let mut attempts = 0;
-            loop {
-                let conn = self.route(deadline).await?;
-                let (used, r) = self.attempt(conn, sql, params, deadline).await;
-                if let Some(r) = self.retry_or_return(used, r, &mut attempts) {
-                    return r;
-                }
-            }
+            let (_, r, _) = self.shared_path(sql, Params::Untyped(params)).await?;
+            Ok(r)
         };
         crate::observe::operation(&self.inner.rt, &self.inner.cfg, sql, op).await
+    }
+
+    /// Every shared-path statement goes through here, whatever its entry point: the guard's
+    /// admission, the deadline, routing, and retries of units never sent. Returns the
+    /// connection that answered (typed rows may need its type lookups) and the deadline.
+    async fn shared_path(
+        &self,
+        sql: &str,
+        params: Params<'_>,
+    ) -> Result<(&ConnShared, QueryResult, Option<Instant>), Error> {
+        self.admit(sql, params.len())?;
+        let deadline = self.deadline();
+        let mut attempts = 0;
+        loop {
+            let conn = self.route(deadline).await?;
+            let (used, r) = match params {
+                Params::Untyped(p) => self.attempt(conn, sql, p, deadline).await,
+                Params::Typed(p) => {
+                    let r = async {
+                        let w = with_deadline(&self.inner.rt, deadline, conn.submit_typed(sql, p))
+                            .await?;
+                        wait(&self.inner.rt, deadline, &w).await
+                    }
+                    .await;
+                    (&**conn, r)
+                }
+            };
+            if let Some(r) = self.retry_or_return(used, r, &mut attempts) {
+                return r.map(|r| (used, r, deadline));
+            }
+        }
     }
 
     /// One try on the shared path: the statement is looked up on the routed connection, which
