@@ -414,6 +414,38 @@ fn estimate<H: Harness>(db: &crate::Db<H>, sql: &str) -> Duration {
         .unwrap_or_default()
 }
 
+const LOCK: &str = "SELECT pg_advisory_lock($1::int4, $2::int4)";
+const UNLOCK: &str = "SELECT pg_advisory_unlock($1::int4, $2::int4)";
+
+/// Teaches the client that `slow_sql` (an advisory-lock wait on `key`, with an int4 tag as
+/// third parameter when `tagged`) is slow: while its estimate is under the 10 ms threshold,
+/// runs go to the base connection, each held for 40 ms by the lock `holder` takes (the
+/// estimate may at most double per sample).
+async fn learn_slow<H: Harness>(
+    db: &crate::Db<H>,
+    holder: &pgpipe::Session<H::Rt>,
+    (space, id): (i32, i32),
+    slow_sql: &'static str,
+    tagged: bool,
+) {
+    while estimate::<H>(db, slow_sql) < Duration::from_millis(10) {
+        holder.query(LOCK, &[&space, &id]).await.unwrap();
+        let run = {
+            let db = db.clone();
+            H::spawn(async move {
+                match tagged {
+                    true => db.query(slow_sql, &[&space, &id, &0i32]).await,
+                    false => db.query(slow_sql, &[&space, &id]).await,
+                }
+                .map(|_| ())
+            })
+        };
+        H::sleep(Duration::from_millis(40)).await;
+        holder.query(UNLOCK, &[&space, &id]).await.unwrap();
+        run.await.unwrap();
+    }
+}
+
 pub async fn slow_statements_get_lanes_that_retire_when_idle<H: Harness>() {
     let db = client::<H>(|c| {
         c.pipeline_size = 1;
@@ -429,23 +461,10 @@ pub async fn slow_statements_get_lanes_that_retire_when_idle<H: Harness>() {
     let slow_sql = "SELECT pg_advisory_xact_lock($1::int4, $2::int4)";
     let fast_sql = "SELECT $1::int4";
     let holder = db.session().await.unwrap();
-    let lock = "SELECT pg_advisory_lock($1::int4, $2::int4)";
-    let unlock = "SELECT pg_advisory_unlock($1::int4, $2::int4)";
-    // Learn the estimate: while it is under the 10 ms threshold, runs go to the base
-    // connection; each is held for 40 ms (the estimate may at most double per sample).
-    while estimate::<H>(&db, slow_sql) < Duration::from_millis(10) {
-        holder.query(lock, &[&space, &id]).await.unwrap();
-        let run = {
-            let db = db.clone();
-            H::spawn(async move { db.query(slow_sql, &[&space, &id]).await.map(|_| ()) })
-        };
-        H::sleep(Duration::from_millis(40)).await;
-        holder.query(unlock, &[&space, &id]).await.unwrap();
-        run.await.unwrap();
-    }
+    learn_slow::<H>(&db, &holder, (space, id), slow_sql, false).await;
     assert_eq!(db.stats().open_lanes, 0);
     // Known slow now: two runs each get a lane while the base connection stays free.
-    holder.query(lock, &[&space, &id]).await.unwrap();
+    holder.query(LOCK, &[&space, &id]).await.unwrap();
     let done = Arc::new(AtomicUsize::new(0));
     let slow: Vec<_> = (0..2)
         .map(|_| {
@@ -470,7 +489,7 @@ pub async fn slow_statements_get_lanes_that_retire_when_idle<H: Harness>() {
         s.connections[0].lane_units, 0,
         "no slow unit on the base connection"
     );
-    holder.query(unlock, &[&space, &id]).await.unwrap();
+    holder.query(UNLOCK, &[&space, &id]).await.unwrap();
     for t in slow {
         t.await.unwrap();
     }
@@ -501,19 +520,8 @@ pub async fn slow_statements_spill_to_the_base_when_every_lane_has_a_queue<H: Ha
     let (space, id) = (key::<H>() ^ 0x0200_0000, 7002i32);
     let slow_sql = "SELECT pg_advisory_xact_lock($1::int4, $2::int4), $3::int4";
     let holder = db.session().await.unwrap();
-    let lock = "SELECT pg_advisory_lock($1::int4, $2::int4)";
-    let unlock = "SELECT pg_advisory_unlock($1::int4, $2::int4)";
-    while estimate::<H>(&db, slow_sql) < Duration::from_millis(10) {
-        holder.query(lock, &[&space, &id]).await.unwrap();
-        let run = {
-            let db = db.clone();
-            H::spawn(async move { db.query(slow_sql, &[&space, &id, &0i32]).await.map(|_| ()) })
-        };
-        H::sleep(Duration::from_millis(40)).await;
-        holder.query(unlock, &[&space, &id]).await.unwrap();
-        run.await.unwrap();
-    }
-    holder.query(lock, &[&space, &id]).await.unwrap();
+    learn_slow::<H>(&db, &holder, (space, id), slow_sql, true).await;
+    holder.query(LOCK, &[&space, &id]).await.unwrap();
     let load = |i: usize| {
         let c = &db.stats().connections[i];
         c.in_flight + c.queued
@@ -543,7 +551,7 @@ pub async fn slow_statements_spill_to_the_base_when_every_lane_has_a_queue<H: Ha
         "one slow unit at a time on the base connection: {s:?}"
     );
     assert_eq!(s.connections[0].lane_units, 0);
-    holder.query(unlock, &[&space, &id]).await.unwrap();
+    holder.query(UNLOCK, &[&space, &id]).await.unwrap();
     for t in slow {
         t.await;
     }

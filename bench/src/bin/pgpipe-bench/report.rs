@@ -925,13 +925,7 @@ pub fn table(s: &ScenarioResult, rounds: usize) -> String {
     }
     for c in &s.candidates {
         let m = &c.summary;
-        if c.runs.is_empty() {
-            let _ = writeln!(
-                t,
-                "| {} | – | failed: {} |",
-                c.candidate.name,
-                c.failures.first().map(String::as_str).unwrap_or("?")
-            );
+        if failed_row(&mut t, c, " – |") {
             continue;
         }
         let conns = format!("{:.0}", m.server_connections.median);
@@ -1087,13 +1081,7 @@ fn hol_table(t: &mut String, s: &ScenarioResult) {
     let lat = |f: &Option<Figure>| f.map_or_else(|| "–".into(), |f| ms(f.median));
     for c in &s.candidates {
         let m = &c.summary;
-        if c.runs.is_empty() {
-            let _ = writeln!(
-                t,
-                "| {} | failed: {} |",
-                c.candidate.name,
-                c.failures.first().map(String::as_str).unwrap_or("?")
-            );
+        if failed_row(t, c, "") {
             continue;
         }
         let _ = writeln!(
@@ -1158,13 +1146,7 @@ fn bulk_table(t: &mut String, s: &ScenarioResult) {
     let mib = |b: f64| format!("{:.2}", b / (1024.0 * 1024.0));
     for c in &s.candidates {
         let m = &c.summary;
-        if c.runs.is_empty() {
-            let _ = writeln!(
-                t,
-                "| {} | failed: {} |",
-                c.candidate.name,
-                c.failures.first().map(String::as_str).unwrap_or("?")
-            );
+        if failed_row(t, c, "") {
             continue;
         }
         let _ = writeln!(
@@ -1327,6 +1309,21 @@ pub struct Report {
     pub quick: bool,
     pub goals: Vec<Goal>,
     pub scenarios: Vec<ScenarioResult>,
+}
+
+/// A table row for a candidate none of whose runs completed (`gap`: cells before the reason);
+/// `false` when it has runs to show.
+fn failed_row(t: &mut String, c: &CandidateResult, gap: &str) -> bool {
+    if !c.runs.is_empty() {
+        return false;
+    }
+    let _ = writeln!(
+        t,
+        "| {} |{gap} failed: {} |",
+        c.candidate.name,
+        c.failures.first().map(String::as_str).unwrap_or("?")
+    );
+    true
 }
 
 #[cfg(test)]
