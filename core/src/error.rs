@@ -85,6 +85,21 @@ pub enum Error {
     /// The server cannot serve the shared path safely (for example `standard_conforming_strings` is off).
     #[error("unsupported server: {0}")]
     UnsupportedServer(String),
+    /// The server does not have the role `target_session_attrs` asks for (a standby when a
+    /// primary is wanted, ...).
+    #[error("{server} is {why} (target_session_attrs)")]
+    WrongRole {
+        /// The server, as `host:port`.
+        server: String,
+        /// What it is instead.
+        why: &'static str,
+    },
+    /// No server of a host list could be used; each attempt's error, in the order tried.
+    #[error("no server of the host list could be used: {}", attempts.iter().map(|(s, e)| format!("{s}: {e}")).collect::<Vec<_>>().join("; "))]
+    NoServer {
+        /// `(host:port, why)` for every attempt.
+        attempts: Vec<(String, Error)>,
+    },
     /// The connection string or `Config` is invalid.
     #[error("invalid configuration: {0}")]
     Config(String),
@@ -150,7 +165,11 @@ impl Error {
                 ErrorKind::Indeterminate
             }
             Error::Timeout | Error::CheckoutTimeout { .. } => ErrorKind::Timeout,
-            Error::Io(_) | Error::Protocol(_) | Error::NoConnection { .. } => ErrorKind::Connection,
+            Error::Io(_)
+            | Error::Protocol(_)
+            | Error::NoConnection { .. }
+            | Error::WrongRole { .. }
+            | Error::NoServer { .. } => ErrorKind::Connection,
             _ => ErrorKind::Other,
         }
     }

@@ -39,7 +39,8 @@ mod typeinfo;
 
 pub use client::{Adapter, Client};
 pub use config::{
-    ChannelBinding, Config, Keepalives, RootCert, SslMode, SslNegotiation, TlsConfig, TlsVersion,
+    ChannelBinding, Config, Keepalives, LoadBalanceHosts, RootCert, Server, SslMode,
+    SslNegotiation, TargetSessionAttrs, TlsConfig, TlsVersion,
 };
 pub use copy::{CopyIn, CopyOut};
 pub use driver::Notification;

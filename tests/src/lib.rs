@@ -112,6 +112,8 @@ const DEBIAN_PG_ROOT: &str = "/usr/lib/postgresql";
 /// cluster gets [`PG_HBA_TLS`] before the last line.
 const PG_HBA: &str = "\
 local all all trust
+local replication all trust
+host replication all 127.0.0.1/32 trust
 host all pgpipe_md5 127.0.0.1/32 md5
 host all pgpipe_scram 127.0.0.1/32 scram-sha-256
 host all pgpipe_clear 127.0.0.1/32 password
@@ -784,6 +786,64 @@ impl Cluster {
                 log_tail: self.log_tail(),
             }),
         }
+    }
+
+    /// A streaming standby of this cluster (`pg_basebackup -R`, hot standby)
+    /// in a directory and on a port of its own, started and answering
+    /// queries. It has the primary's roles and data; without TLS.
+    pub fn standby(&self) -> Result<Cluster, HarnessError> {
+        let dir = create_unique_dir()?;
+        let mut standby = Cluster {
+            psql: self.psql.clone(),
+            bin: self.bin.clone(),
+            data: dir.join("data"),
+            log: dir.join("server.log"),
+            dir,
+            port: 0,
+            as_root: self.as_root,
+            server: None,
+            watchdog: None,
+            cleaned: false,
+            tls: None,
+            expired_cert: false,
+        };
+        if standby.as_root {
+            let mut chown = Command::new("chown");
+            chown.args(["-R", "postgres:"]).arg(&standby.dir);
+            run(chown)?;
+        }
+        let mut backup = standby.server_command("pg_basebackup");
+        backup
+            .arg("-D")
+            .arg(&standby.data)
+            .args(["-R", "-X", "stream", "--no-sync", "-c", "fast"])
+            .args(["-h", "127.0.0.1", "-U", SUPERUSER, "-p"])
+            .arg(self.port.to_string());
+        run(backup)?;
+        standby.launch()?;
+        Ok(standby)
+    }
+
+    /// Promotes this standby to a primary and waits until it accepts writes.
+    pub fn promote(&self) -> Result<(), HarnessError> {
+        self.psql("SELECT pg_catalog.pg_promote(true, 60)")
+            .map(drop)
+    }
+
+    /// Whether the server is in hot standby (`pg_is_in_recovery()`).
+    pub fn is_standby(&self) -> Result<bool, HarnessError> {
+        Ok(self.psql("SELECT pg_catalog.pg_is_in_recovery()")?.trim() == "t")
+    }
+
+    /// Stops the server (fast shutdown), keeping its directory and port for
+    /// [`Cluster::resume`].
+    pub fn halt(&mut self) {
+        self.stop_server();
+    }
+
+    /// Starts a server stopped by [`Cluster::halt`] again on the same port.
+    pub fn resume(&mut self) -> Result<(), HarnessError> {
+        self.restart()
     }
 
     /// Stops the server (fast shutdown, killed after 5 s) and removes the

@@ -168,8 +168,15 @@ impl<R: Runtime> Client<R> {
         if inner.closing.load(Acquire) {
             return Err(Error::Closed);
         }
-        Err(Error::NoConnection {
-            reason: "every pipelined connection has failed".into(),
-        })
+        // The reason one of them gives (a reconnect's error names the servers and why).
+        let reason = inner
+            .base()
+            .iter()
+            .find_map(|c| c.down_reason())
+            .map_or_else(
+                || "every pipelined connection has failed".into(),
+                |r| format!("every pipelined connection has failed: {r}").into(),
+            );
+        Err(Error::NoConnection { reason })
     }
 }

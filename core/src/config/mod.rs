@@ -31,6 +31,14 @@ pub struct Config {
     pub hostaddr: Option<IpAddr>,
     /// Server port (for a Unix socket, the number in its file name).
     pub port: u16,
+    /// The second and later servers of a host list (`host=a,b`, `postgres://a:5432,b:5433/db`),
+    /// tried after `host` in order, or all of them shuffled with `load_balance_hosts=random`.
+    /// Every server uses the same user, password, database and TLS settings.
+    pub other_hosts: Vec<Server>,
+    /// Which servers of the list may serve (`target_session_attrs`, libpq's meaning).
+    pub target_session_attrs: TargetSessionAttrs,
+    /// The order servers are tried in (`load_balance_hosts`).
+    pub load_balance_hosts: LoadBalanceHosts,
     /// Role to authenticate as.
     pub user: String,
     /// Password, when the server asks for one.
@@ -113,6 +121,9 @@ impl Default for Config {
             port: 5432,
             user: "postgres".into(),
             hostaddr: None,
+            other_hosts: Vec::new(),
+            target_session_attrs: TargetSessionAttrs::Any,
+            load_balance_hosts: LoadBalanceHosts::Disable,
             password: None,
             dbname: String::new(),
             application_name: Some("pgpipe".into()),
@@ -149,6 +160,9 @@ impl fmt::Debug for Config {
             .field("host", &self.host)
             .field("hostaddr", &self.hostaddr)
             .field("port", &self.port)
+            .field("other_hosts", &self.other_hosts)
+            .field("target_session_attrs", &self.target_session_attrs)
+            .field("load_balance_hosts", &self.load_balance_hosts)
             .field("user", &self.user)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("dbname", &self.dbname)
@@ -244,6 +258,29 @@ impl Config {
         self.max_connections.max(self.pipeline_size)
     }
 
+    /// Every server of the host list, `host` first, in the order given.
+    pub fn servers(&self) -> Vec<Server> {
+        let first = Server {
+            host: self.host.clone(),
+            hostaddr: self.hostaddr,
+            port: self.port,
+        };
+        std::iter::once(first)
+            .chain(self.other_hosts.iter().cloned())
+            .collect()
+    }
+
+    /// This configuration for `server` alone: its host, address and port, no other hosts.
+    pub fn for_server(&self, server: &Server) -> Config {
+        Config {
+            host: server.host.clone(),
+            hostaddr: server.hostaddr,
+            port: server.port,
+            other_hosts: Vec::new(),
+            ..self.clone()
+        }
+    }
+
     /// The database to connect to: `dbname`, or the user name when empty (as libpq does).
     pub fn database(&self) -> &str {
         if self.dbname.is_empty() {
@@ -268,6 +305,67 @@ pub(crate) fn test_dir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create test dir");
     dir
+}
+
+/// One server of a host list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Server {
+    /// Host name, IP address, socket directory (`/...`) or abstract socket name (`@...`).
+    pub host: String,
+    /// Numeric address to connect to instead of resolving `host`.
+    pub hostaddr: Option<IpAddr>,
+    /// Port.
+    pub port: u16,
+}
+
+impl Server {
+    /// A server by host name (or address) and port.
+    pub fn new(host: impl Into<String>, port: u16) -> Server {
+        Server {
+            host: host.into(),
+            hostaddr: None,
+            port,
+        }
+    }
+}
+
+impl fmt::Display for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.hostaddr {
+            Some(a) if a.to_string() != self.host => write!(f, "{} ({a}):{}", self.host, self.port),
+            _ if self.host.contains(':') => write!(f, "[{}]:{}", self.host, self.port),
+            _ => write!(f, "{}:{}", self.host, self.port),
+        }
+    }
+}
+
+/// `target_session_attrs`: which servers may serve, decided from what each reports
+/// (`in_hot_standby`, `default_transaction_read_only`; a query on servers older than 14).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TargetSessionAttrs {
+    /// Any server that accepts the connection.
+    #[default]
+    Any,
+    /// One that accepts writes by default (not a standby, `default_transaction_read_only` off).
+    ReadWrite,
+    /// One that does not (a standby, or `default_transaction_read_only` on).
+    ReadOnly,
+    /// Not in hot standby.
+    Primary,
+    /// In hot standby.
+    Standby,
+    /// A standby if any server of the list is one; otherwise any server.
+    PreferStandby,
+}
+
+/// `load_balance_hosts`: the order in which the servers of a host list are tried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LoadBalanceHosts {
+    /// In the order given.
+    #[default]
+    Disable,
+    /// Shuffled for every connection, spreading connections over the servers.
+    Random,
 }
 
 /// `sslmode`: whether TLS is used and what is verified, with libpq's meaning of each value.

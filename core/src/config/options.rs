@@ -6,10 +6,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::values::{
-    boolean, choice, connect_timeout, not_yet, num, one_of_list, port, positive, tls_version,
-    too_big,
+    boolean, choice, connect_timeout, list, not_yet, num, port, positive, tls_version, too_big,
 };
-use super::{bad, ChannelBinding, Config, RootCert, SslMode, SslNegotiation};
+use super::{
+    bad, ChannelBinding, Config, LoadBalanceHosts, RootCert, Server, SslMode, SslNegotiation,
+    TargetSessionAttrs,
+};
 use crate::Error;
 
 /// A keyword and the environment variable libpq reads as its default.
@@ -129,14 +131,47 @@ impl Config {
         }
         let v = value;
         match key {
-            "host" => self.host = one_of_list(key, v)?.to_owned(),
-            "hostaddr" => {
-                let a = one_of_list(key, v)?;
-                self.hostaddr = Some(a.parse::<IpAddr>().map_err(|_| {
-                    bad(&format!("hostaddr={a:?} is not an IP address (a host name goes in host)"))
-                })?);
+            "host" => {
+                let hosts = list(key, v, 0)?;
+                self.host = hosts[0].to_owned();
+                let port = self.port;
+                self.other_hosts = hosts[1..].iter().map(|h| Server::new(*h, port)).collect();
             }
-            "port" => self.port = port(one_of_list(key, v)?)?,
+            "hostaddr" => {
+                let n = 1 + self.other_hosts.len();
+                let addrs = list(key, v, n)?
+                    .into_iter()
+                    .map(|a| {
+                        a.parse::<IpAddr>().map_err(|_| {
+                            bad(&format!("hostaddr={a:?} is not an IP address (a host name goes in host)"))
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                if n == 1 && addrs.len() > 1 {
+                    // Addresses without host names: each names itself (for TLS and the password file).
+                    let port = self.port;
+                    self.other_hosts = addrs[1..]
+                        .iter()
+                        .map(|a| Server { hostaddr: Some(*a), ..Server::new(a.to_string(), port) })
+                        .collect();
+                }
+                self.hostaddr = Some(addrs[0]);
+                if addrs.len() > 1 {
+                    for (s, a) in self.other_hosts.iter_mut().zip(&addrs[1..]) {
+                        s.hostaddr = Some(*a);
+                    }
+                }
+            }
+            "port" => {
+                let ports = list(key, v, 1 + self.other_hosts.len())?
+                    .into_iter()
+                    .map(port)
+                    .collect::<Result<Vec<_>, _>>()?;
+                self.port = ports[0];
+                for (i, s) in self.other_hosts.iter_mut().enumerate() {
+                    s.port = if ports.len() == 1 { ports[0] } else { ports[i + 1] };
+                }
+            }
             "user" => self.user = v.to_owned(),
             "password" => self.password = Some(v.to_owned()),
             "passfile" => {
@@ -205,11 +240,20 @@ impl Config {
             }
             "tcp_user_timeout" => self.tcp_user_timeout = positive(key, v)?.map(Duration::from_millis),
             "target_session_attrs" => {
-                let all = ["any", "read-write", "read-only", "primary", "standby", "prefer-standby"];
-                not_yet(key, v, &all, &["any"], "choosing among servers comes with host lists")?;
+                use TargetSessionAttrs as T;
+                self.target_session_attrs = choice(key, v, &[
+                    ("any", T::Any),
+                    ("read-write", T::ReadWrite),
+                    ("read-only", T::ReadOnly),
+                    ("primary", T::Primary),
+                    ("standby", T::Standby),
+                    ("prefer-standby", T::PreferStandby),
+                ])?;
             }
             "load_balance_hosts" => {
-                not_yet(key, v, &["disable", "random"], &["disable"], "there is one host to connect to")?;
+                use LoadBalanceHosts as L;
+                self.load_balance_hosts =
+                    choice(key, v, &[("disable", L::Disable), ("random", L::Random)])?;
             }
             "gssencmode" => {
                 let all = ["disable", "prefer", "require"];

@@ -52,24 +52,24 @@ pub(crate) fn split(url: &str) -> Result<Vec<(String, String)>, Error> {
         }
         None => authority,
     };
-    let list: Vec<&str> = hosts.split(',').collect();
-    if list.len() > 1 {
-        return Err(if quiet {
-            bad(&format!(
-                "{}; {}",
-                "the URL lists several hosts", ENCODE_HINT
-            ))
-        } else {
-            bad(&format!(
-                "the URL lists {} hosts ({}); lists of hosts are not supported yet, give one",
-                list.len(),
-                list.join(", ")
-            ))
-        });
+    // A host list, `a:5432,b:5433`: one `host` and one `port` list (an entry without a port
+    // gets the default).
+    let mut names = Vec::new();
+    let mut ports = Vec::new();
+    for entry in hosts.split(',') {
+        let (host, port) = host_port(entry, quiet)?;
+        names.push(host);
+        ports.push(port);
     }
-    let (host, port) = host_port(hosts, quiet)?;
-    push(&mut pairs, "host", host);
-    push(&mut pairs, "port", port);
+    if names.len() > 1 && names.iter().any(String::is_empty) {
+        return Err(bad(&format!(
+            "the URL's host list {hosts:?} has an empty entry"
+        )));
+    }
+    push(&mut pairs, "host", names.join(","));
+    if ports.iter().any(|p| !p.is_empty()) {
+        push(&mut pairs, "port", ports.join(","));
+    }
 
     let (path, query) = match tail.split_once('?') {
         Some((p, q)) => (p, Some(q)),
@@ -296,8 +296,8 @@ mod tests {
         let table = [
             ("mysql://h", "must start with postgres://"),
             (
-                "postgres://a:1,b:2/db",
-                "lists 2 hosts (a:1, b:2); lists of hosts are not supported yet",
+                "postgres://a,,b/db",
+                "host list \"a,,b\" has an empty entry",
             ),
             ("postgres://[::1/db", "unterminated ["),
             ("postgres://[::1]x/db", "unexpected text after ]"),

@@ -6,19 +6,27 @@ use std::time::Duration;
 use super::{bad, Config, TlsVersion};
 use crate::Error;
 
-/// A value that names one thing; a comma means a list, which needs the topology work.
-pub(crate) fn one_of_list<'a>(key: &str, v: &'a str) -> Result<&'a str, Error> {
-    if v.contains(',') {
-        let items: Vec<&str> = v.split(',').collect();
+/// A comma-separated list (`host=a,b`); `n_hosts` is how many the host list has so far, which
+/// a longer list of ports or addresses must match.
+pub(crate) fn list<'a>(key: &str, v: &'a str, n_hosts: usize) -> Result<Vec<&'a str>, Error> {
+    let items: Vec<&str> = v.split(',').map(str::trim).collect();
+    if key == "host" && items.iter().any(|i| i.is_empty()) {
+        return Err(bad(&format!("host={v:?} has an empty entry")));
+    }
+    if key != "host" && items.len() > 1 && n_hosts > 1 && items.len() != n_hosts {
         return Err(bad(&format!(
-            "{key}={v:?} lists {} values; lists of hosts are not supported yet, give one",
+            "{key}={v:?} lists {} values for {n_hosts} hosts (give one, or one per host)",
             items.len()
         )));
     }
-    Ok(v)
+    Ok(items)
 }
 
+/// A port; empty (an entry of a list such as `port=,5433`) is the default 5432.
 pub(crate) fn port(v: &str) -> Result<u16, Error> {
+    if v.trim().is_empty() {
+        return Ok(5432);
+    }
     match v.trim().parse::<u16>() {
         Ok(p) if p > 0 => Ok(p),
         _ => Err(bad(&format!(

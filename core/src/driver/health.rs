@@ -34,7 +34,7 @@ use fallible_iterator::FallibleIterator;
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 
-use crate::driver::open::{Endpoint, Opening};
+use crate::driver::open::{Endpoint, Opened, Opening};
 use crate::driver::transport::Transport;
 use crate::rt::Runtime;
 use crate::Error;
@@ -77,12 +77,12 @@ pub(crate) struct Probe<R: Runtime> {
 }
 
 impl<R: Runtime> Probe<R> {
-    /// Starts checking backend `pid` through a new connection to `ep`; an idle state counts
-    /// only once it has held for `settled`.
-    pub(crate) fn start(rt: &R, ep: &Endpoint, pid: i32, settled: Duration) -> Self {
+    /// Starts checking backend `pid` through a new connection to `server` of `ep` (the one
+    /// the checked connection is on); an idle state counts only once it has held for `settled`.
+    pub(crate) fn start(rt: &R, ep: &Endpoint, server: usize, pid: i32, settled: Duration) -> Self {
         let limit = ep.connect_timeout.min(Duration::from_secs(365 * 24 * 3600));
         Probe {
-            step: Some(Step::Opening(Box::new(Opening::new(rt, ep, true)))),
+            step: Some(Step::Opening(Box::new(Opening::to(rt, ep, server, true)))),
             pid,
             settled,
             deadline: rt.sleep_until(rt.now() + limit),
@@ -114,7 +114,11 @@ impl<R: Runtime> Probe<R> {
                     }
                     Poll::Ready(Err(e)) => return Poll::Ready(open_failed(e)),
                     // Bytes read past the startup's ReadyForQuery belong to the answer.
-                    Poll::Ready(Ok((sock, _, rest))) => {
+                    Poll::Ready(Ok(Opened {
+                        transport: sock,
+                        rest,
+                        ..
+                    })) => {
                         let mut out = BytesMut::with_capacity(128);
                         let sql = format!(
                             "SELECT state, clock_timestamp() - state_change >= \

@@ -22,7 +22,8 @@ use std::sync::Arc;
 
 use super::cancel::CancelBudget;
 use super::transport::Transport;
-use crate::config::{SslMode, SslNegotiation};
+use crate::config::{LoadBalanceHosts, SslMode, SslNegotiation, TargetSessionAttrs};
+use crate::proto::role::{self, Role};
 use crate::proto::{Binding, SessionInfo, Startup, Step};
 use crate::rt::{Runtime, Socket, Target, TcpOptions};
 use crate::tls::{self, TlsConnector};
@@ -31,14 +32,25 @@ use crate::{Config, Error};
 /// The SSLRequest message: length 8, then the request code 1234/5679.
 const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
 
-/// A service's configuration with what every connection derives from it once: the connect
-/// target and the TLS connector (root certificates and keys are loaded once per client).
+/// A service's configuration with what every connection derives from it once: for each
+/// server of the host list, the connect target and the TLS connector (root certificates and
+/// keys are loaded once per client).
 pub(crate) struct Endpoint {
     config: Config,
-    pub(crate) target: Target,
-    pub(crate) tls: Option<TlsConnector>,
+    /// The host list, in the order given (`config.servers()`).
+    pub(crate) servers: Vec<ServerEnd>,
     /// Cancels in flight for the whole client (see `cancel.rs`).
     pub(crate) cancels: Arc<CancelBudget>,
+}
+
+/// One server of the host list, ready to connect to.
+pub(crate) struct ServerEnd {
+    /// `host:port`, for errors and logs.
+    pub(crate) name: String,
+    /// The host name TLS verifies.
+    pub(crate) host: String,
+    pub(crate) target: Target,
+    pub(crate) tls: Option<TlsConnector>,
 }
 
 impl Deref for Endpoint {
@@ -52,10 +64,21 @@ impl Endpoint {
     /// Checks `config` and prepares what connecting needs; fails on unreadable TLS files.
     pub(crate) fn new(config: Config) -> Result<Endpoint, Error> {
         config.validate()?;
-        let tls = TlsConnector::new(&config)?;
+        let servers = config
+            .servers()
+            .iter()
+            .map(|s| {
+                let one = config.for_server(s);
+                Ok(ServerEnd {
+                    name: s.to_string(),
+                    host: s.host.clone(),
+                    target: target_of(&one),
+                    tls: TlsConnector::new(&one)?,
+                })
+            })
+            .collect::<Result<_, Error>>()?;
         Ok(Endpoint {
-            target: target_of(&config),
-            tls,
+            servers,
             cancels: Arc::default(),
             config,
         })
@@ -67,21 +90,30 @@ impl Endpoint {
     }
 
     /// The attempts `sslmode` calls for, in order.
-    fn first_attempt(&self) -> Attempt {
-        match (&self.tls, self.config.tls.mode) {
+    fn first_attempt(&self, server: usize) -> Attempt {
+        match (&self.servers[server].tls, self.config.tls.mode) {
             (None, _) | (_, SslMode::Disable | SslMode::Allow) => Attempt::Plain,
             _ => Attempt::Tls,
         }
     }
 
     /// The attempt after `failed` was refused by the server, if `sslmode` allows one.
-    fn fallback(&self, failed: Attempt) -> Option<Attempt> {
-        self.tls.as_ref()?;
+    fn fallback(&self, server: usize, failed: Attempt) -> Option<Attempt> {
+        self.servers[server].tls.as_ref()?;
         match (self.config.tls.mode, failed) {
             (SslMode::Prefer, Attempt::Tls) => Some(Attempt::Plain),
             (SslMode::Allow, Attempt::Plain) => Some(Attempt::Tls),
             _ => None,
         }
+    }
+
+    /// The order to try the servers in: as given, or shuffled (`load_balance_hosts=random`).
+    fn order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.servers.len()).collect();
+        if self.config.load_balance_hosts == LoadBalanceHosts::Random {
+            fastrand::shuffle(&mut order);
+        }
+        order
     }
 }
 
@@ -129,18 +161,44 @@ enum State<R: Runtime> {
         startup: Box<Startup>,
         out: BytesMut,
     },
+    /// Started up; asking a server that did not report its role (`proto::role`).
+    AskingRole {
+        transport: Transport<R::Socket>,
+        info: SessionInfo,
+        out: BytesMut,
+    },
     Gone,
 }
 
-/// A connection ready to serve, what the server reported during startup, and the bytes it
-/// sent after its ReadyForQuery that were read with it (they belong to the connection task:
-/// an asynchronous message, or a FATAL, must not be dropped or the stream misaligned).
-pub(crate) type Opened<R> = (Transport<<R as Runtime>::Socket>, SessionInfo, BytesMut);
+/// A connection ready to serve: the transport, what the server reported during startup, the
+/// bytes it sent after its ReadyForQuery that were read with it (they belong to the connection
+/// task: an asynchronous message, or a FATAL, must not be dropped or the stream misaligned),
+/// and which server of the host list it is connected to.
+pub(crate) struct Opened<R: Runtime> {
+    pub(crate) transport: Transport<R::Socket>,
+    pub(crate) info: SessionInfo,
+    pub(crate) rest: BytesMut,
+    pub(crate) server: usize,
+}
 
-/// One connection being opened, bounded by `connect_timeout` per attempt.
+/// One connection being opened: the servers of the host list in turn, each attempt bounded by
+/// `connect_timeout`, until one accepts the connection and has the role
+/// `target_session_attrs` asks for.
 pub(crate) struct Opening<R: Runtime> {
     /// Exclusive connections do not get the shared path's startup settings.
     exclusive: bool,
+    /// The servers to try, in order; `next` indexes it.
+    order: Vec<usize>,
+    next: usize,
+    /// The server of the attempt in progress.
+    server: usize,
+    /// Whether the server's role is checked (not for a health check's connection, which goes
+    /// to the server it checks whatever its role).
+    check_role: bool,
+    /// `prefer-standby` went through the list without finding a standby: any server will do.
+    any_role: bool,
+    /// Why each server tried so far could not be used.
+    failures: Vec<(String, Error)>,
     attempt: Attempt,
     state: State<R>,
     deadline: R::Sleep,
@@ -149,19 +207,36 @@ pub(crate) struct Opening<R: Runtime> {
 }
 
 impl<R: Runtime> Opening<R> {
+    /// A connection to the first usable server of the host list.
     pub(crate) fn new(rt: &R, ep: &Endpoint, exclusive: bool) -> Self {
-        let attempt = ep.first_attempt();
+        Self::over(rt, ep, exclusive, ep.order(), true)
+    }
+
+    /// A connection to `server` of the host list, whatever its role.
+    pub(crate) fn to(rt: &R, ep: &Endpoint, server: usize, exclusive: bool) -> Self {
+        Self::over(rt, ep, exclusive, vec![server], false)
+    }
+
+    fn over(rt: &R, ep: &Endpoint, exclusive: bool, order: Vec<usize>, check_role: bool) -> Self {
+        let server = order[0];
         Opening {
             exclusive,
-            attempt,
-            state: State::Connecting(rt.connect(&ep.target)),
+            order,
+            next: 1,
+            server,
+            check_role: check_role && role::needed(ep.target_session_attrs),
+            any_role: false,
+            failures: Vec::new(),
+            attempt: ep.first_attempt(server),
+            state: State::Connecting(rt.connect(&ep.servers[server].target)),
             deadline: deadline(rt, ep),
             rbuf: BytesMut::with_capacity(1024),
             chunk: vec![0u8; 8 * 1024].into_boxed_slice(),
         }
     }
 
-    /// Polls the attempt in progress, and starts the fallback attempt when it was refused.
+    /// Polls the attempt in progress; starts the fallback attempt when it was refused, and the
+    /// next server when this one cannot be used.
     pub(crate) fn poll(
         &mut self,
         cx: &mut Context<'_>,
@@ -172,23 +247,55 @@ impl<R: Runtime> Opening<R> {
             let err = match self.poll_attempt(cx, ep) {
                 Poll::Ready(Ok(done)) => return Poll::Ready(Ok(done)),
                 Poll::Ready(Err(e)) => e,
-                Poll::Pending => {
-                    return match Pin::new(&mut self.deadline).poll(cx) {
-                        Poll::Ready(_) => Poll::Ready(Err(timed_out(ep))),
-                        Poll::Pending => Poll::Pending,
-                    }
-                }
+                Poll::Pending => match Pin::new(&mut self.deadline).poll(cx) {
+                    Poll::Ready(_) => Failure::Fatal(timed_out(ep, self.server)),
+                    Poll::Pending => return Poll::Pending,
+                },
             };
-            match (err, ep.fallback(self.attempt)) {
+            let e = match (err, ep.fallback(self.server, self.attempt)) {
                 (Failure::Refused(_), Some(next)) => {
                     self.attempt = next;
-                    self.state = State::Connecting(rt.connect(&ep.target));
-                    self.deadline = deadline(rt, ep);
-                    self.rbuf.clear();
+                    self.restart(rt, ep);
+                    continue;
                 }
-                (Failure::Refused(e) | Failure::Fatal(e), _) => return Poll::Ready(Err(e)),
+                (Failure::Refused(e) | Failure::Fatal(e), _) => e,
+            };
+            self.failures
+                .push((ep.servers[self.server].name.clone(), e));
+            if self.next == self.order.len()
+                && ep.target_session_attrs == TargetSessionAttrs::PreferStandby
+                && !self.any_role
+            {
+                // libpq's prefer-standby: no standby anywhere, so go round again for any server.
+                self.any_role = true;
+                self.next = 0;
+            }
+            let Some(&server) = self.order.get(self.next) else {
+                return Poll::Ready(Err(self.all_failed()));
+            };
+            self.next += 1;
+            self.server = server;
+            self.attempt = ep.first_attempt(server);
+            self.restart(rt, ep);
+        }
+    }
+
+    /// A new attempt at `self.server`.
+    fn restart(&mut self, rt: &R, ep: &Endpoint) {
+        self.state = State::Connecting(rt.connect(&ep.servers[self.server].target));
+        self.deadline = deadline(rt, ep);
+        self.rbuf.clear();
+    }
+
+    /// The error once every server failed: a single server's own, else all of them.
+    fn all_failed(&mut self) -> Error {
+        let mut attempts = std::mem::take(&mut self.failures);
+        if attempts.len() == 1 {
+            if let Some((_, e)) = attempts.pop() {
+                return e;
             }
         }
+        Error::NoServer { attempts }
     }
 
     fn poll_attempt(
@@ -202,11 +309,15 @@ impl<R: Runtime> Opening<R> {
                     let sock = match Pin::new(fut).poll(cx) {
                         Poll::Ready(Ok(sock)) => sock,
                         Poll::Ready(Err(e)) => {
-                            return Poll::Ready(Err(Failure::Fatal(connect_error(ep, e))))
+                            return Poll::Ready(Err(Failure::Fatal(connect_error(
+                                ep,
+                                self.server,
+                                e,
+                            ))))
                         }
                         Poll::Pending => return Poll::Pending,
                     };
-                    self.state = match (self.attempt, &ep.tls) {
+                    self.state = match (self.attempt, &ep.servers[self.server].tls) {
                         (Attempt::Tls, Some(tls)) if tls.negotiation == SslNegotiation::Direct => {
                             State::Handshake(Transport::tls(
                                 sock,
@@ -262,7 +373,7 @@ impl<R: Runtime> Opening<R> {
                     };
                     self.state = match self.chunk[0] {
                         b'S' => {
-                            let tls = ep.tls.as_ref().ok_or_else(|| {
+                            let tls = ep.servers[self.server].tls.as_ref().ok_or_else(|| {
                                 Failure::Fatal(Error::Protocol(
                                     "TLS accepted without a connector".into(),
                                 ))
@@ -302,7 +413,11 @@ impl<R: Runtime> Opening<R> {
                     match transport.poll_handshake(cx) {
                         Poll::Ready(Ok(())) => {}
                         Poll::Ready(Err(e)) => {
-                            return Poll::Ready(Err(Failure::Refused(handshake_error(ep, e))))
+                            return Poll::Ready(Err(Failure::Refused(handshake_error(
+                                ep,
+                                self.server,
+                                e,
+                            ))))
                         }
                         Poll::Pending => return Poll::Pending,
                     }
@@ -313,7 +428,15 @@ impl<R: Runtime> Opening<R> {
                     };
                     self.state = self.begin_startup(transport, ep)?;
                 }
-                State::Startup { .. } => return self.poll_startup(cx),
+                State::Startup { .. } => match self.poll_startup(cx) {
+                    Poll::Ready(Ok(done)) => {
+                        if let Some(done) = self.started(done, ep)? {
+                            return Poll::Ready(Ok(done));
+                        }
+                    }
+                    other => return other,
+                },
+                State::AskingRole { .. } => return self.poll_role(cx, ep),
                 State::Gone => {
                     return Poll::Ready(Err(Failure::Fatal(Error::Protocol(
                         "connection attempt polled after it ended".into(),
@@ -355,7 +478,11 @@ impl<R: Runtime> Opening<R> {
     /// Startup and authentication: write what the state machine asks, read until it is done.
     fn poll_startup(&mut self, cx: &mut Context<'_>) -> Poll<Result<Opened<R>, Failure>> {
         let Opening {
-            state, rbuf, chunk, ..
+            state,
+            rbuf,
+            chunk,
+            server,
+            ..
         } = self;
         let State::Startup {
             transport,
@@ -398,7 +525,12 @@ impl<R: Runtime> Opening<R> {
                         else {
                             unreachable!("matched above")
                         };
-                        return Poll::Ready(Ok((transport, info, std::mem::take(rbuf))));
+                        return Poll::Ready(Ok(Opened {
+                            transport,
+                            info,
+                            rest: std::mem::take(rbuf),
+                            server: *server,
+                        }));
                     }
                     Ok(Step::Continue) => {}
                     // The server said no: `sslmode` may allow another attempt.
@@ -426,6 +558,100 @@ impl<R: Runtime> Opening<R> {
     }
 }
 
+impl<R: Runtime> Opening<R> {
+    /// Started up: done, unless the server's role must be checked and it did not report it
+    /// (`Ok(None)`: asking it now).
+    fn started(&mut self, done: Opened<R>, ep: &Endpoint) -> Result<Option<Opened<R>>, Failure> {
+        if !self.check_role {
+            return Ok(Some(done));
+        }
+        let Some(found) = Role::reported(&done.info) else {
+            let mut out = BytesMut::with_capacity(128);
+            role::ask(&mut out).map_err(Failure::Fatal)?;
+            self.rbuf = done.rest;
+            self.state = State::AskingRole {
+                transport: done.transport,
+                info: done.info,
+                out,
+            };
+            return Ok(None);
+        };
+        self.judge(found, ep)?;
+        Ok(Some(done))
+    }
+
+    /// `Err` when `target_session_attrs` refuses the server.
+    fn judge(&self, found: Role, ep: &Endpoint) -> Result<(), Failure> {
+        match found.refused_by(ep.target_session_attrs, self.any_role) {
+            None => Ok(()),
+            Some(why) => Err(Failure::Fatal(Error::WrongRole {
+                server: ep.servers[self.server].name.clone(),
+                why,
+            })),
+        }
+    }
+
+    /// Asks the server its role ([`role::QUERY`]) and judges the answer.
+    fn poll_role(
+        &mut self,
+        cx: &mut Context<'_>,
+        ep: &Endpoint,
+    ) -> Poll<Result<Opened<R>, Failure>> {
+        let State::AskingRole { transport, out, .. } = &mut self.state else {
+            return Poll::Ready(Err(Failure::Fatal(Error::Protocol(
+                "role check without a connection".into(),
+            ))));
+        };
+        let io = |e: std::io::Error| Failure::Fatal(Error::Io(e));
+        while !out.is_empty() {
+            match transport.poll_write(cx, out) {
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(io(std::io::ErrorKind::WriteZero.into())))
+                }
+                Poll::Ready(Ok(n)) => out.advance(n),
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(io(e))),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        if transport.poll_flush(cx).map_err(io)?.is_pending() {
+            return Poll::Pending;
+        }
+        loop {
+            match Role::from_answer(&mut self.rbuf) {
+                Err(e) => return Poll::Ready(Err(Failure::Fatal(e))),
+                Ok(Some(found)) => {
+                    self.judge(found, ep)?;
+                    let State::AskingRole {
+                        transport, info, ..
+                    } = std::mem::replace(&mut self.state, State::Gone)
+                    else {
+                        unreachable!("matched above")
+                    };
+                    return Poll::Ready(Ok(Opened {
+                        transport,
+                        info,
+                        rest: std::mem::take(&mut self.rbuf),
+                        server: self.server,
+                    }));
+                }
+                Ok(None) => match transport.poll_read(cx, &mut self.chunk) {
+                    Poll::Ready(Ok(0)) => {
+                        return Poll::Ready(Err(Failure::Fatal(Error::Io(std::io::Error::new(
+                            std::io::ErrorKind::UnexpectedEof,
+                            "the server closed the connection while asked for its role",
+                        )))))
+                    }
+                    Poll::Ready(Ok(n)) => self.rbuf.extend_from_slice(&self.chunk[..n]),
+                    Poll::Ready(Err(e)) => {
+                        return Poll::Ready(Err(Failure::Fatal(transport_error(e))))
+                    }
+                    Poll::Pending => return Poll::Pending,
+                },
+            }
+        }
+    }
+}
+
 /// How an attempt failed: refused by the server (another attempt may be allowed) or not.
 enum Failure {
     Refused(Error),
@@ -439,31 +665,32 @@ fn deadline<R: Runtime>(rt: &R, ep: &Endpoint) -> R::Sleep {
     rt.sleep_until(rt.now() + limit)
 }
 
-fn timed_out(ep: &Endpoint) -> Error {
+fn timed_out(ep: &Endpoint, server: usize) -> Error {
     Error::Io(std::io::Error::new(
         std::io::ErrorKind::TimedOut,
         format!(
             "connecting to {} timed out after {:?}",
-            ep.target, ep.connect_timeout
+            ep.servers[server].target, ep.connect_timeout
         ),
     ))
 }
 
-fn connect_error(ep: &Endpoint, e: std::io::Error) -> Error {
+fn connect_error(ep: &Endpoint, server: usize, e: std::io::Error) -> Error {
     Error::Io(std::io::Error::new(
         e.kind(),
-        format!("cannot connect to {}: {e}", ep.target),
+        format!("cannot connect to {}: {e}", ep.servers[server].target),
     ))
 }
 
 /// A failed handshake's `io::Error` carries the `rustls::Error`: explain it.
-fn handshake_error(ep: &Endpoint, e: std::io::Error) -> Error {
+fn handshake_error(ep: &Endpoint, server: usize, e: std::io::Error) -> Error {
+    let server = &ep.servers[server];
     match e
         .get_ref()
         .and_then(|inner| inner.downcast_ref::<rustls::Error>())
     {
-        Some(tls_err) => Error::Tls(tls::explain(tls_err, &ep.host)),
-        None if ep
+        Some(tls_err) => Error::Tls(tls::explain(tls_err, &server.host)),
+        None if server
             .tls
             .as_ref()
             .is_some_and(|t| t.negotiation == SslNegotiation::Direct) =>

@@ -3,6 +3,7 @@
 
 pub mod encode;
 pub mod pipeline;
+pub mod role;
 pub mod startup;
 pub mod statements;
 pub(crate) mod timing;

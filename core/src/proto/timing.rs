@@ -200,6 +200,7 @@ impl Backoff {
     const START: Duration = Duration::from_millis(50);
     const MAX: Duration = Duration::from_secs(5);
     const AUTH: Duration = Duration::from_secs(30);
+    const WRONG_ROLE_MAX: Duration = Duration::from_secs(1);
 
     /// A connection that has not failed yet.
     pub(crate) fn new() -> Self {
@@ -219,6 +220,16 @@ impl Backoff {
         }
         let delay = self.next;
         self.next = (self.next * 2).min(Self::MAX);
+        delay
+    }
+
+    /// The wait after every server answered with the wrong role for `target_session_attrs`:
+    /// during a failover a standby becomes the primary within seconds, so the wait is capped
+    /// at a second.
+    pub(crate) fn after_wrong_role(&mut self) -> Duration {
+        self.next = self.next.min(Self::WRONG_ROLE_MAX);
+        let delay = self.next;
+        self.next = (self.next * 2).min(Self::WRONG_ROLE_MAX);
         delay
     }
 }

@@ -19,6 +19,7 @@ mod reset;
 mod runtime;
 mod service;
 mod stream;
+mod topology;
 mod types;
 mod values;
 
@@ -454,5 +455,11 @@ suite! {
         connecting::environment_and_password_file: 60,
         connecting::a_wrong_password_fails_once_and_stays_secret: 60,
         faults::a_server_restart_resolves_every_unit_and_service_resumes: 90,
+        topology::host_lists_are_tried_in_order_past_servers_that_are_down: 120,
+        topology::load_balance_random_spreads_connections: 120,
+        topology::every_target_session_attrs_value_picks_the_right_server: 180,
+        topology::when_no_server_will_do_the_error_names_each_and_why: 120,
+        topology::failover_follows_the_promoted_standby: 180,
+        topology::a_promoted_standby_stops_serving_read_only_clients: 120,
     }
 }

@@ -125,8 +125,55 @@ const ACCEPTED: &[(&str, Check)] = &[
         c.tcp_user_timeout == Some(Duration::from_millis(2500))
     }),
     ("tcp_user_timeout=0", |c| c.tcp_user_timeout.is_none()),
-    ("target_session_attrs=any", |_| true),
-    ("load_balance_hosts=disable", |_| true),
+    ("target_session_attrs=any", |c| {
+        c.target_session_attrs == TargetSessionAttrs::Any
+    }),
+    ("target_session_attrs=read-write", |c| {
+        c.target_session_attrs == TargetSessionAttrs::ReadWrite
+    }),
+    ("target_session_attrs=read-only", |c| {
+        c.target_session_attrs == TargetSessionAttrs::ReadOnly
+    }),
+    ("target_session_attrs=primary", |c| {
+        c.target_session_attrs == TargetSessionAttrs::Primary
+    }),
+    ("target_session_attrs=standby", |c| {
+        c.target_session_attrs == TargetSessionAttrs::Standby
+    }),
+    ("target_session_attrs=prefer-standby", |c| {
+        c.target_session_attrs == TargetSessionAttrs::PreferStandby
+    }),
+    ("load_balance_hosts=disable", |c| {
+        c.load_balance_hosts == LoadBalanceHosts::Disable
+    }),
+    ("load_balance_hosts=random", |c| {
+        c.load_balance_hosts == LoadBalanceHosts::Random
+    }),
+    ("host=a,b,c", |c| {
+        c.host == "a"
+            && c.other_hosts == [Server::new("b", 5432), Server::new("c", 5432)]
+            && c.servers().len() == 3
+    }),
+    ("host=a,b port=6000", |c| {
+        c.port == 6000 && c.other_hosts == [Server::new("b", 6000)]
+    }),
+    ("host=a,b port=6000,6001", |c| {
+        c.port == 6000 && c.other_hosts == [Server::new("b", 6001)]
+    }),
+    ("host=a,b port=,6001", |c| {
+        c.port == 5432 && c.other_hosts == [Server::new("b", 6001)]
+    }),
+    ("host=a,b hostaddr=10.0.0.1,10.0.0.2", |c| {
+        c.hostaddr == Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)))
+            && c.other_hosts[0].host == "b"
+            && c.other_hosts[0].hostaddr == Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)))
+    }),
+    ("hostaddr=10.0.0.1,10.0.0.2 port=1,2", |c| {
+        c.host == "10.0.0.1"
+            && c.port == 1
+            && c.other_hosts[0].host == "10.0.0.2"
+            && c.other_hosts[0].port == 2
+    }),
     ("gssencmode=disable", |_| true),
     ("gssencmode=prefer", |_| true),
     ("krbsrvname=postgres gsslib=gssapi gssdelegation=0", |_| {
@@ -238,6 +285,9 @@ fn url_and_keyword_forms_agree() {
             "user=al@ice password='p w' host=db.example port=6543 dbname=app sslmode=require pipeline_size=2",
         ),
         ("postgresql://[::1]:5433/db", "host=::1 port=5433 dbname=db"),
+        ("postgres://a:5432,b:5433/db", "host=a,b port=5432,5433 dbname=db"),
+        ("postgres://a,b:5433/db", "host=a,b port=,5433 dbname=db"),
+        ("postgres://a,[::1]/db?target_session_attrs=primary", "host=a,::1 dbname=db target_session_attrs=primary"),
         ("postgres:///db?host=/var/run/postgresql", "host=/var/run/postgresql dbname=db"),
         ("postgres://%2Fvar%2Frun%2Fpostgresql/db", "dbname=db host=/var/run/postgresql"),
         ("postgres://h/db?host=other&port=7", "host=h dbname=db host=other port=7"),
@@ -258,9 +308,9 @@ fn errors_name_the_keyword_value_and_what_is_accepted() {
     let table = [
         ("pipline_size=2", "unknown keyword \"pipline_size\" (did you mean \"pipeline_size\"?)"),
         ("postgres://h/db?bogus=1", "unknown keyword \"bogus\""),
-        ("host=a,b", "host=\"a,b\" lists 2 values; lists of hosts are not supported yet"),
-        ("postgres://a:1,b:2/db", "the URL lists 2 hosts (a:1, b:2)"),
-        ("port=5432,5433", "lists of hosts are not supported yet"),
+        ("host=a,,b", "host=\"a,,b\" has an empty entry"),
+        ("host=a,b,c port=1,2", "port=\"1,2\" lists 2 values for 3 hosts"),
+        ("host=a,b hostaddr=10.0.0.1,10.0.0.2,10.0.0.3", "hostaddr=\"10.0.0.1,10.0.0.2,10.0.0.3\" lists 3 values for 2 hosts"),
         ("hostaddr=db.example", "hostaddr=\"db.example\" is not an IP address"),
         ("port=0", "port=\"0\" is not a port number (1 to 65535)"),
         ("port=70000", "port=\"70000\" is not a port number"),
@@ -284,10 +334,7 @@ fn errors_name_the_keyword_value_and_what_is_accepted() {
         ("keepalives=sometimes", "keepalives=\"sometimes\" is not a boolean"),
         ("keepalives_count=9999999999", "keepalives_count=\"9999999999\" is too large"),
         ("tcp_user_timeout=1s", "tcp_user_timeout=\"1s\" is not an integer"),
-        ("target_session_attrs=read-write", "target_session_attrs=\"read-write\" is not supported yet"),
-        ("target_session_attrs=primary", "not supported yet"),
         ("target_session_attrs=master", "target_session_attrs=\"master\" is not valid; expected one of any, read-write"),
-        ("load_balance_hosts=random", "load_balance_hosts=\"random\" is not supported yet"),
         ("load_balance_hosts=roundrobin", "is not valid"),
         ("gssencmode=require", "gssencmode=\"require\" is not supported yet (pgpipe does not implement GSSAPI)"),
         ("service=mydb", "service=\"mydb\": connection service files are not supported"),

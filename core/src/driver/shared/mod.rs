@@ -258,6 +258,14 @@ impl ConnShared {
         self.open_flag.load(Relaxed)
     }
 
+    /// Why the connection is down, while it is (reconnecting or dead).
+    pub(crate) fn down_reason(&self) -> Option<Reason> {
+        match &lock(&self.state).status {
+            Status::Dead(reason) => Some(reason.clone()),
+            _ => None,
+        }
+    }
+
     /// Changes the status (the caller holds the state lock).
     pub(crate) fn set_status(&self, st: &mut State, status: Status) {
         let open = matches!(status, Status::Open);

@@ -77,6 +77,9 @@ fn copy_end(outcome: Outcome) -> Result<u64, Error> {
 }
 
 /// Applies the pipeline's findings to callers and connection state, inside the drain.
+/// Reported parameters that say what the server is, not what a session set.
+const ROLE_PARAMETERS: [&str; 2] = ["in_hot_standby", "default_transaction_read_only"];
+
 pub(super) struct Completer<'a> {
     pub(super) shared: &'a ConnShared,
     pub(super) wakes: &'a mut DeferredWakes,
@@ -84,6 +87,9 @@ pub(super) struct Completer<'a> {
     pub(super) session: &'a mut SessionInfo,
     pub(super) exclusive: bool,
     pub(super) leaked: Option<String>,
+    /// The server reported a change of its role (`in_hot_standby`, ...); the task checks it
+    /// against `target_session_attrs`.
+    pub(super) role_changed: bool,
     /// When this drain's bytes were read.
     pub(super) now: Instant,
     pub(super) est: &'a mut Estimator<Arc<Statement>>,
@@ -211,6 +217,11 @@ impl Handler<Sent> for Completer<'_> {
                 true
             }
         };
+        // The server's role is not session state: promotion changes it under every session.
+        if ROLE_PARAMETERS.contains(&name) {
+            self.role_changed |= changed;
+            return;
+        }
         // Backstop: on a shared connection nothing may change session parameters.
         if changed && !self.exclusive && self.leaked.is_none() {
             self.leaked = Some(format!(

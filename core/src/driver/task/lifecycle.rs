@@ -11,7 +11,9 @@ use std::time::Duration;
 use super::{fail, ConnTask, Health, Phase, Sent};
 use crate::driver::cancel::{Cancel, CANCEL_BOUND};
 use crate::driver::health::{Probe, Verdict};
+use crate::driver::open::Opened;
 use crate::driver::shared::Status;
+use crate::proto::role::Role;
 use crate::proto::SessionInfo;
 use crate::rt::Runtime;
 use crate::sched::lock;
@@ -23,7 +25,12 @@ impl<R: Runtime> ConnTask<R> {
         let Phase::Opening(opening) = &mut self.phase else {
             return Poll::Ready(Ok(()));
         };
-        let (transport, info, rest) = match opening.poll(cx, &self.rt, &self.cfg) {
+        let Opened {
+            transport,
+            info,
+            rest,
+            server,
+        } = match opening.poll(cx, &self.rt, &self.cfg) {
             Poll::Ready(Ok(done)) => done,
             Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
             Poll::Pending => return Poll::Pending,
@@ -38,6 +45,7 @@ impl<R: Runtime> ConnTask<R> {
         // What the server sent after its ReadyForQuery, read with it: the first drain's.
         self.rbuf.extend_from_slice(&rest);
         self.session = info;
+        self.server = server;
         self.phase = Phase::Running;
         Poll::Ready(Ok(()))
     }
@@ -51,7 +59,13 @@ impl<R: Runtime> ConnTask<R> {
         }
         let c = &self.shared.counters;
         c.inc(&c.errors_connection);
-        let delay = self.backoff.after_failure(matches!(e, Error::Auth(_)));
+        let delay = if wrong_role(&e) {
+            // Servers that answer but have the wrong role: a failover may be under way, and
+            // asking again is cheap.
+            self.backoff.after_wrong_role()
+        } else {
+            self.backoff.after_failure(matches!(e, Error::Auth(_)))
+        };
         self.lock_status(Status::Dead(format!("reconnecting: {e}").into()));
         self.back_off(delay)
     }
@@ -111,7 +125,12 @@ impl<R: Runtime> ConnTask<R> {
             let deadline = self.rt.sleep_until(self.rt.now() + CANCEL_BOUND);
             self.cancel_bound = Some((until, deadline));
             if let Some(key) = self.session.backend_key {
-                self.cancel = Cancel::start(&self.rt, &self.cfg.target, key, &self.cfg.cancels);
+                self.cancel = Cancel::start(
+                    &self.rt,
+                    &self.cfg.servers[self.server].target,
+                    key,
+                    &self.cfg.cancels,
+                );
                 if self.cancel.is_some() {
                     crate::observe::cancel_sent();
                 }
@@ -183,7 +202,7 @@ impl<R: Runtime> ConnTask<R> {
                         self.health = Health::Idle;
                         continue;
                     };
-                    let probe = Probe::start(&self.rt, &self.cfg, pid, after / 2);
+                    let probe = Probe::start(&self.rt, &self.cfg, self.server, pid, after / 2);
                     self.health = Health::Probing(Box::new(probe), due);
                 }
                 Health::Probing(_, began) if *began != due => {
@@ -202,6 +221,23 @@ impl<R: Runtime> ConnTask<R> {
                     }
                 },
             }
+        }
+    }
+
+    /// The server reported a new role: if `target_session_attrs` no longer accepts it, the
+    /// connection stops sending and goes stale (see [`ConnTask::stale`]).
+    pub(super) fn check_role(&mut self) {
+        let attrs = self.cfg.target_session_attrs;
+        // prefer-standby settles for a primary when connecting; a running one is kept.
+        let Some(why) = Role::reported(&self.session).and_then(|r| r.refused_by(attrs, true))
+        else {
+            return;
+        };
+        if self.stale.is_none() {
+            let server = &self.cfg.servers[self.server].name;
+            self.stale = Some(format!(
+                "{server} became {why} (target_session_attrs); reconnecting"
+            ));
         }
     }
 
@@ -346,6 +382,15 @@ impl<R: Runtime> ConnTask<R> {
         self.shared.wake_waiters(&mut st, &mut self.wakes);
         drop(st);
         Poll::Ready(())
+    }
+}
+
+/// Some server answered but had the wrong role for `target_session_attrs`.
+fn wrong_role(e: &Error) -> bool {
+    match e {
+        Error::WrongRole { .. } => true,
+        Error::NoServer { attempts } => attempts.iter().any(|(_, e)| wrong_role(e)),
+        _ => false,
     }
 }
 

@@ -116,6 +116,12 @@ pub struct ConnTask<R: Runtime> {
     health: Health<R>,
     /// The last read got bytes (a partial message left in the buffer is not news).
     heard: bool,
+    /// The server of the host list this connection is on (cancels and health checks go there).
+    server: usize,
+    /// The server's role no longer matches `target_session_attrs` (a standby promoted, ...):
+    /// nothing more is sent, and once the units in flight are answered the connection
+    /// reconnects to a server that matches.
+    stale: Option<String>,
 }
 
 impl<R: Runtime> ConnTask<R> {
@@ -156,6 +162,8 @@ impl<R: Runtime> ConnTask<R> {
             silence: Silence::default(),
             health: Health::Idle,
             heard: false,
+            server: 0,
+            stale: None,
         }
     }
 
@@ -192,6 +200,12 @@ impl<R: Runtime> ConnTask<R> {
         if !matches!(self.phase, Phase::Running) {
             // The drain found a reason to stop (backstop); die() already ran.
             return self.stopped();
+        }
+        if self.stale.is_some() && self.pipeline.is_empty() {
+            // Everything sent is answered; what is queued fails as never sent (retried on
+            // another connection) and the reconnect looks for a server that matches.
+            let reason = self.stale.take().unwrap_or_default();
+            return self.die(reason);
         }
         if self.exclusive {
             if let Err(reason) = self.cancel_abandoned(cx) {
@@ -292,12 +306,13 @@ impl<R: Runtime> ConnTask<R> {
             session: &mut self.session,
             exclusive: self.exclusive,
             leaked: None,
+            role_changed: false,
             now: self.rt.now(),
             est: &mut self.est,
         };
         let before = self.pipeline.len();
         let result = self.pipeline.drain(&mut self.rbuf, &mut h);
-        let (leaked, now) = (h.leaked.take(), h.now);
+        let (leaked, now, role_changed) = (h.leaked.take(), h.now, h.role_changed);
         self.est.end_drain(now, self.pipeline.is_empty());
         if std::mem::take(&mut self.heard) {
             self.silence.heard(now);
@@ -314,6 +329,8 @@ impl<R: Runtime> ConnTask<R> {
         result?;
         if let Some(reason) = leaked {
             let _ = self.die(reason);
+        } else if role_changed && !self.exclusive {
+            self.check_role();
         }
         Ok(())
     }
@@ -336,7 +353,7 @@ impl<R: Runtime> ConnTask<R> {
         if cancel_pending {
             cx.waker().wake_by_ref();
         }
-        let room = if cancel_pending || self.cancel.is_some() {
+        let room = if cancel_pending || self.cancel.is_some() || self.stale.is_some() {
             0
         } else {
             self.cfg.max_in_flight.saturating_sub(self.pipeline.len())
