@@ -54,6 +54,7 @@ impl EncodeFixture {
         let s = black_box(self.s);
         encode::execute(
             STATEMENT,
+            "",
             &[Type::INT8, Type::TEXT],
             &[&n, &s],
             &mut self.buf,

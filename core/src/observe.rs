@@ -198,6 +198,16 @@ pub(crate) fn cancel_sent() {
     ::metrics::counter!("pgpipe.cancels").increment(1);
 }
 
+/// A prepared statement vanished between its prepare and its use: a transaction pooler is in
+/// between, and the client stopped keeping statements by name.
+pub(crate) fn pooler_detected() {
+    #[cfg(feature = "tracing")]
+    ::tracing::warn!(
+        "pgpipe: a prepared statement vanished (a transaction-mode pooler?); \
+         statements are no longer kept by name (set named_statements=off to start so)"
+    );
+}
+
 /// The guard refused a statement on the shared path (the rule only: the statement's text is
 /// in the operation's span when `trace_sql` allows it).
 pub(crate) fn refused(reason: &dyn std::fmt::Display) {

@@ -182,6 +182,10 @@ pub fn run_seed(seed: u64) -> Result<Report, String> {
 }
 
 fn run_plan(seed: u64, plan: &Plan) -> Result<Report, String> {
+    // pgpipe draws statement-name nonces and host-list shuffles from fastrand's thread-local
+    // generator; the whole run is on this thread, so seeding it keeps the run a function of
+    // the seed.
+    fastrand::seed(seed);
     let db = Rc::new(RefCell::new(Db::default()));
     let mut net = Net::new(plan.faults.clone(), db.clone());
     net.faults_on = plan.early_faults_on;

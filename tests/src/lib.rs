@@ -48,9 +48,11 @@
 
 pub mod fault_proxy;
 mod libpq;
+pub mod pgbouncer;
 pub mod tls;
 
 pub use libpq::{libpq_connects, psql_with, psql_with_env};
+pub use pgbouncer::{PgBouncer, PoolMode};
 pub use tls::TlsMaterial;
 
 use std::fmt;

@@ -123,6 +123,7 @@ impl<R: Adapter> Client<R> {
         // Enough for every connection's statement cache, shared and exclusive.
         let costs = Arc::new(CostTable::new(
             config.statement_cache_size * (config.pipeline_size + config.pinned_size),
+            config.named_statements,
         ));
         // The first connection authenticates alone, so wrong credentials cost the server one
         // failed login, not one per connection; the rest then open concurrently.
@@ -518,6 +519,9 @@ impl<R: Runtime> Client<R> {
         with_deadline(rt, deadline, self.complete_types(conn, stmt, deadline)).await?;
         match self.execute_prepared(conn, stmt, params, deadline).await {
             Err(e) if is_stale_statement(&e) && conn.tx_status.load(Relaxed) == b'I' => {
+                if e.code().is_some_and(|c| c.as_str() == "26000") && self.inner.costs.unname() {
+                    crate::observe::pooler_detected();
+                }
                 let fresh = with_deadline(rt, deadline, conn.reprepare(sql, stmt)).await?;
                 with_deadline(rt, deadline, self.complete_types(conn, &fresh, deadline)).await?;
                 self.execute_prepared(conn, &fresh, params, deadline).await

@@ -67,6 +67,12 @@ pub struct Config {
     /// Prepared statements cached per connection; the least recently used is closed on overflow
     /// (`statement_cache_size`, default 256).
     pub statement_cache_size: usize,
+    /// Keep prepared statements on the server under names (`named_statements`, default on).
+    /// Turn it off behind a transaction-mode pooler (PgBouncer before 1.21), where the next
+    /// unit may run on another backend: a statement's first use then only learns its types
+    /// (once per connection, as before), and every execution carries its own unnamed Parse,
+    /// still one round trip and still pipelined (see `docs/TOPOLOGY.md`).
+    pub named_statements: bool,
     /// Deadline for connecting and authenticating (`connect_timeout` in seconds, default 10;
     /// as in libpq, 1 means 2). No timeout (`connect_timeout` 0, negative or empty) is
     /// [`Config::NO_CONNECT_TIMEOUT`].
@@ -136,6 +142,7 @@ impl Default for Config {
             max_in_flight: 64,
             mailbox_size: 256,
             statement_cache_size: 256,
+            named_statements: true,
             connect_timeout: Duration::from_secs(10),
             query_timeout: None,
             checkout_timeout: None,
@@ -176,6 +183,7 @@ impl fmt::Debug for Config {
             .field("max_in_flight", &self.max_in_flight)
             .field("mailbox_size", &self.mailbox_size)
             .field("statement_cache_size", &self.statement_cache_size)
+            .field("named_statements", &self.named_statements)
             .field("connect_timeout", &self.connect_timeout)
             .field("query_timeout", &self.query_timeout)
             .field("checkout_timeout", &self.checkout_timeout)

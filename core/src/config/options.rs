@@ -75,6 +75,7 @@ pub(crate) const KEYWORDS: &[Keyword] = &[
     kw("max_in_flight", None),
     kw("mailbox_size", None),
     kw("statement_cache_size", None),
+    kw("named_statements", None),
     kw("query_timeout", None),
     kw("retry_not_dispatched", None),
     kw("pinned_size", None),
@@ -307,6 +308,7 @@ impl Config {
             "max_in_flight" => self.max_in_flight = num(key, v)?,
             "mailbox_size" => self.mailbox_size = num(key, v)?,
             "statement_cache_size" => self.statement_cache_size = num(key, v)?,
+            "named_statements" => self.named_statements = boolean(key, v)?,
             "query_timeout" => {
                 let ms: u64 = num(key, v)?;
                 self.query_timeout = (ms > 0).then(|| Duration::from_millis(ms));

@@ -21,6 +21,11 @@
 //! - the server answers but refuses the check (too many connections, authentication, no
 //!   permission to see the state): nothing is known; the wait starts over.
 //!
+//! - the check's own connection reached a backend other than the one its startup named (its
+//!   `pg_backend_pid()` differs from its BackendKeyData): a pooler such as PgBouncer is in
+//!   between, and the server's backends are not the client's connections; checks stop for
+//!   the connection (keepalives and `tcp_user_timeout` remain).
+//!
 //! Every verdict that closes the connection is one the server stated or one that the network
 //! forced: a slow statement is never mistaken for a dead connection.
 
@@ -48,6 +53,10 @@ pub(crate) enum Verdict {
     HalfOpen(String),
     /// The check got no usable answer; try again after another interval.
     Unknown,
+    /// The check's own connection reached a backend other than the one its startup named: a
+    /// pooler (PgBouncer, ...) stands between client and server, so the server's view of a
+    /// backend says nothing about a client connection. Checks stop for this connection.
+    Pooled,
 }
 
 enum Step<R: Runtime> {
@@ -72,6 +81,8 @@ enum Step<R: Runtime> {
 pub(crate) struct Probe<R: Runtime> {
     step: Option<Step<R>>,
     pid: i32,
+    /// The backend pid the check's own connection was given at startup.
+    own_key: Option<i32>,
     settled: Duration,
     deadline: R::Sleep,
 }
@@ -84,6 +95,7 @@ impl<R: Runtime> Probe<R> {
         Probe {
             step: Some(Step::Opening(Box::new(Opening::to(rt, ep, server, true)))),
             pid,
+            own_key: None,
             settled,
             deadline: rt.sleep_until(rt.now() + limit),
         }
@@ -117,13 +129,18 @@ impl<R: Runtime> Probe<R> {
                     Poll::Ready(Ok(Opened {
                         transport: sock,
                         rest,
+                        info,
                         ..
                     })) => {
+                        self.own_key = info.backend_key.map(|(pid, _)| pid);
                         let mut out = BytesMut::with_capacity(128);
+                        // One row whether or not the backend is there; the check's own
+                        // backend pid tells a pooler in between.
                         let sql = format!(
-                            "SELECT state, clock_timestamp() - state_change >= \
-                             make_interval(secs => {}), wait_event = 'ClientWrite' \
-                             FROM pg_catalog.pg_stat_activity WHERE pid = {}",
+                            "SELECT pg_catalog.pg_backend_pid(), a.pid IS NOT NULL, a.state, \
+                             clock_timestamp() - a.state_change >= make_interval(secs => {}), \
+                             a.wait_event = 'ClientWrite' FROM (VALUES (1)) AS one \
+                             LEFT JOIN pg_catalog.pg_stat_activity AS a ON a.pid = {}",
                             self.settled.as_secs_f64(),
                             self.pid
                         );
@@ -164,7 +181,7 @@ impl<R: Runtime> Probe<R> {
                     Poll::Ready(Ok(())) => {
                         self.step = Some(Step::Closing {
                             sock,
-                            verdict: judge(self.pid, failed, row),
+                            verdict: judge(self.pid, self.own_key, failed, row),
                             said: false,
                         });
                     }
@@ -231,6 +248,8 @@ fn ask<S: crate::rt::Socket>(
                         _ => None,
                     };
                     *row = Some(Seen {
+                        own_pid: text().and_then(|t| t.parse().ok()),
+                        found: text().as_deref() == Some("t"),
                         state: text(),
                         settled: text().as_deref() == Some("t"),
                         sending: text().as_deref() == Some("t"),
@@ -255,6 +274,10 @@ fn ask<S: crate::rt::Socket>(
 /// A backend as `pg_stat_activity` shows it.
 #[derive(Debug)]
 struct Seen {
+    /// `pg_backend_pid()` of the check's own connection.
+    own_pid: Option<i32>,
+    /// The backend is listed at all.
+    found: bool,
     /// `state`; `None`: NULL (not allowed to see it).
     state: Option<String>,
     /// The state has held for at least half the interval.
@@ -264,8 +287,13 @@ struct Seen {
 }
 
 /// The verdict on the backend's state as `pg_stat_activity` reported it.
-fn judge(pid: i32, failed: bool, row: Option<Seen>) -> Verdict {
-    let row = row.map(|r| (r.state, r.settled, r.sending));
+fn judge(pid: i32, own_key: Option<i32>, failed: bool, row: Option<Seen>) -> Verdict {
+    if let Some(r) = &row {
+        if r.own_pid.is_some() && r.own_pid != own_key {
+            return Verdict::Pooled;
+        }
+    }
+    let row = row.and_then(|r| r.found.then_some((r.state, r.settled, r.sending)));
     match (failed, row) {
         (true, _) => Verdict::Unknown,
         (false, None) => Verdict::HalfOpen(format!(
@@ -304,8 +332,11 @@ mod tests {
 
     #[test]
     fn only_a_stated_or_forced_loss_condemns_the_connection() {
+        let judge = |pid, failed, row| judge(pid, Some(99), failed, row);
         let seen = |state: &str, settled| {
             Some(Seen {
+                own_pid: Some(99),
+                found: true,
                 state: Some(state.to_owned()),
                 settled,
                 sending: false,
@@ -314,6 +345,8 @@ mod tests {
         assert_eq!(judge(7, false, seen("active", true)), Verdict::Alive);
         assert_eq!(judge(7, false, seen("active", false)), Verdict::Alive);
         let stuck = Seen {
+            own_pid: Some(99),
+            found: true,
             state: Some("active".into()),
             settled: false,
             sending: true,
@@ -335,8 +368,29 @@ mod tests {
             assert_eq!(judge(7, false, seen(state, false)), Verdict::Unknown);
         }
         assert!(matches!(judge(7, false, None), Verdict::HalfOpen(r) if r.contains("pid 7")));
+        let gone = Seen {
+            own_pid: Some(99),
+            found: false,
+            state: None,
+            settled: false,
+            sending: false,
+        };
+        assert!(
+            matches!(judge(7, false, Some(gone)), Verdict::HalfOpen(r) if r.contains("no longer"))
+        );
+        // Through a pooler the check's backend is not the one its startup named.
+        let pooled = Seen {
+            own_pid: Some(1234),
+            found: false,
+            state: None,
+            settled: false,
+            sending: false,
+        };
+        assert_eq!(judge(7, false, Some(pooled)), Verdict::Pooled);
         // Not allowed to see the state, a refused query, a state that is neither.
         let hidden = Seen {
+            own_pid: Some(99),
+            found: true,
             state: None,
             settled: true,
             sending: false,

@@ -57,8 +57,12 @@ pub fn prepare(
 
 /// Execute unit for a prepared statement: `Bind(stmt, params) Execute Sync`, binary parameters
 /// and binary results. The server answers `BindComplete DataRow* CommandComplete ReadyForQuery`.
+/// An empty `statement` name means statements are not kept by name: the unit then starts with
+/// its own `Parse(unnamed, sql, types)` (and the answer with ParseComplete), so it needs
+/// nothing from an earlier unit (behind a transaction pooler, that may have run elsewhere).
 pub fn execute(
     statement: &str,
+    sql: &str,
     types: &[Type],
     params: Params<'_>,
     buf: &mut BytesMut,
@@ -70,7 +74,12 @@ pub fn execute(
         });
     }
     let start = buf.len();
-    let r = bind_execute(statement, types, params, buf);
+    let r = match statement.is_empty() {
+        true => frontend::parse("", sql, types.iter().map(Type::oid), buf)
+            .map_err(|e| Error::Protocol(format!("cannot encode parse: {e}"))),
+        false => Ok(()),
+    };
+    let r = r.and_then(|()| bind_execute(statement, types, params, buf));
     if r.is_err() {
         buf.truncate(start);
     }
@@ -189,7 +198,7 @@ mod tests {
         buf.extend_from_slice(b"earlier");
         let v: i64 = 5;
         let bad: &str = "not an int";
-        let err = execute("s1", &[Type::INT8, Type::INT4], &[&v, &bad], &mut buf).unwrap_err();
+        let err = execute("s1", "", &[Type::INT8, Type::INT4], &[&v, &bad], &mut buf).unwrap_err();
         assert!(matches!(err, Error::Encode { index: 1, .. }), "{err:?}");
         assert_eq!(&buf[..], b"earlier");
     }
@@ -199,7 +208,7 @@ mod tests {
         let mut buf = BytesMut::new();
         let v: i64 = 5;
         assert!(matches!(
-            execute("s1", &[], &[&v], &mut buf),
+            execute("s1", "", &[], &[&v], &mut buf),
             Err(Error::ParamCount {
                 expected: 0,
                 given: 1
@@ -220,10 +229,23 @@ mod tests {
     fn execute_unit_layout() {
         let mut buf = BytesMut::new();
         let v: i32 = 7;
-        execute("s1", &[Type::INT4], &[&v], &mut buf).unwrap();
+        execute("s1", "", &[Type::INT4], &[&v], &mut buf).unwrap();
         // Bind, Execute, Sync and nothing else.
         let tags: Vec<u8> = walk(&buf).into_iter().map(|(t, _)| t).collect();
         assert_eq!(tags, b"BES");
+
+        // Not kept by name: the unit carries its own unnamed Parse, with the learned types.
+        let mut buf = BytesMut::new();
+        execute("", "SELECT $1", &[Type::INT4], &[&v], &mut buf).unwrap();
+        let tags: Vec<u8> = walk(&buf).into_iter().map(|(t, _)| t).collect();
+        assert_eq!(tags, b"PBES");
+        let parse_len = walk(&buf)[0].1;
+        // len, "" NUL, "SELECT $1" NUL, one type: 4 + 1 + 10 + 2 + 4.
+        assert_eq!(parse_len, 21);
+        assert_eq!(
+            &buf[parse_len + 1 - 4..parse_len + 1],
+            &Type::INT4.oid().to_be_bytes()
+        );
     }
 
     fn walk(buf: &[u8]) -> Vec<(u8, usize)> {

@@ -10,11 +10,18 @@ use pgpipe::{Config, Error};
 use pgpipe_tests::fault_proxy::FaultProxy;
 use pgpipe_tests::Cluster;
 
-use crate::{client, config, off_thread, psql, wait_until, Db, Harness};
+use crate::{config, off_thread, psql, wait_until, Db, Harness};
 
 /// A proxy in front of the test server, and a client of it that `f` configures.
 async fn through_proxy<H: Harness>(f: impl FnOnce(&mut Config)) -> (FaultProxy, Db<H>) {
-    let direct = config(|_| {});
+    through_proxy_to::<H>(config(|_| {}), f).await
+}
+
+/// A proxy in front of the server `direct` names, and a client of it that `f` configures.
+pub async fn through_proxy_to<H: Harness>(
+    direct: Config,
+    f: impl FnOnce(&mut Config),
+) -> (FaultProxy, Db<H>) {
     let upstream = match direct.hostaddr {
         Some(ip) => SocketAddr::new(ip, direct.port),
         None => (direct.host.as_str(), direct.port)
@@ -24,15 +31,13 @@ async fn through_proxy<H: Harness>(f: impl FnOnce(&mut Config)) -> (FaultProxy, 
             .expect("an IPv4 address for the test server"),
     };
     let proxy = FaultProxy::start(upstream).expect("start the fault proxy");
-    let port = proxy.addr().port();
-    let db = client::<H>(|c| {
-        c.port = port;
-        c.hostaddr = Some(IpAddr::V4(Ipv4Addr::LOCALHOST));
-        c.pipeline_size = 1;
-        c.max_connections = 1;
-        f(c);
-    })
-    .await;
+    let mut c = direct;
+    c.port = proxy.addr().port();
+    c.hostaddr = Some(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    c.pipeline_size = 1;
+    c.max_connections = 1;
+    f(&mut c);
+    let db = H::connect(c).await.expect("connect through the proxy");
     (proxy, db)
 }
 
@@ -205,12 +210,19 @@ async fn or_drop_after<H: Harness, T>(
 }
 
 pub async fn a_cancel_storm_fails_only_the_cancelled<H: Harness>() {
+    cancel_storm::<H>(config(|_| {}), |_| {}).await;
+}
+
+/// The storm against the server `direct` names (directly, or a pooler), through the counting
+/// proxy; `f` adds settings.
+pub async fn cancel_storm<H: Harness>(direct: Config, f: impl FnOnce(&mut Config)) {
     const MAX_CONNECTIONS: usize = 4;
     const PINNED: usize = 2;
-    let (proxy, db) = through_proxy::<H>(|c| {
+    let (proxy, db) = through_proxy_to::<H>(direct, |c| {
         c.pipeline_size = 2;
         c.max_connections = MAX_CONNECTIONS;
         c.pinned_size = PINNED;
+        f(c);
     })
     .await;
     // The shared path: every fifth statement is abandoned by its caller mid-flight.

@@ -15,6 +15,7 @@ mod connecting;
 mod copy;
 mod faults;
 mod foundation;
+mod pooler;
 mod reset;
 mod runtime;
 mod service;
@@ -461,5 +462,14 @@ suite! {
         topology::when_no_server_will_do_the_error_names_each_and_why: 120,
         topology::failover_follows_the_promoted_standby: 180,
         topology::a_promoted_standby_stops_serving_read_only_clients: 120,
+        pooler::typed_queries_pipeline_through_transaction_mode: 120,
+        pooler::unnamed_statements_pipeline_through_transaction_mode: 120,
+        pooler::default_settings_find_the_pooler_by_themselves: 120,
+        pooler::errors_mid_pipeline_fail_only_their_own_units_through_transaction_mode: 120,
+        pooler::transactions_keep_the_total_through_transaction_mode: 120,
+        pooler::sessions_keep_their_state_through_session_mode: 120,
+        pooler::the_health_check_stands_down_behind_a_pooler: 60,
+        pooler::a_cancel_storm_through_pgbouncer_fails_only_the_cancelled: 120,
+        pooler::a_pgbouncer_restart_resolves_every_unit_and_service_resumes: 120,
     }
 }

@@ -104,7 +104,13 @@ pub async fn every_target_session_attrs_value_picks_the_right_server<H: Harness>
     let (primary, standby) = pair();
     let (p, s) = (primary.port(), standby.port());
     // (value, server chosen from [p, s], from [s, p], from [p] alone, from [s] alone)
-    type Row = (&'static str, Option<u16>, Option<u16>, Option<u16>, Option<u16>);
+    type Row = (
+        &'static str,
+        Option<u16>,
+        Option<u16>,
+        Option<u16>,
+        Option<u16>,
+    );
     let table: [Row; 6] = [
         ("any", Some(p), Some(s), Some(p), Some(s)),
         ("read-write", Some(p), Some(p), Some(p), None),

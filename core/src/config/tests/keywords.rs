@@ -143,6 +143,8 @@ const ACCEPTED: &[(&str, Check)] = &[
     ("target_session_attrs=prefer-standby", |c| {
         c.target_session_attrs == TargetSessionAttrs::PreferStandby
     }),
+    ("named_statements=off", |c| !c.named_statements),
+    ("named_statements=1", |c| c.named_statements),
     ("load_balance_hosts=disable", |c| {
         c.load_balance_hosts == LoadBalanceHosts::Disable
     }),

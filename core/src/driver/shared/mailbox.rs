@@ -65,7 +65,7 @@ impl ConnShared {
             }
             let start = st.committed;
             st.buf.truncate(start);
-            encode::execute(&stmt.name, stmt.params(), params, &mut st.buf)?;
+            encode::execute(&stmt.name, &stmt.sql, stmt.params(), params, &mut st.buf)?;
             let waiter = Arc::new(QueryWaiter::new());
             let kind = UnitKind::Execute(stmt.columns().clone());
             let token = Token::Query(waiter.clone());
@@ -91,7 +91,7 @@ impl ConnShared {
                 }
                 let start = st.committed;
                 st.buf.truncate(start);
-                encode::execute(&stmt.name, stmt.params(), params, &mut st.buf)?;
+                encode::execute(&stmt.name, &stmt.sql, stmt.params(), params, &mut st.buf)?;
                 let kind = UnitKind::Stream(stmt.columns().clone());
                 let token = Token::Stream(sink.clone());
                 let waker = self.push_costed(st, start, token, kind, false, Some(stmt.clone()));
@@ -401,7 +401,7 @@ mod tests {
         let c = ConnShared::new(
             256,
             16,
-            Arc::new(CostTable::new(16)),
+            Arc::new(CostTable::new(16, true)),
             Arc::new(TypeCache::default()),
             true,
         );

@@ -160,6 +160,8 @@ pub(crate) struct ConnShared {
     pub(crate) work_bound: AtomicBool,
     /// A session/transaction connection (set at creation).
     exclusive: bool,
+    /// Makes this connection's statement names its own (see `start_prepare`).
+    nonce: u64,
 }
 
 impl ConnShared {
@@ -199,6 +201,9 @@ impl ConnShared {
             role: AtomicU8::new(Role::Base as u8),
             work_bound: AtomicBool::new(false),
             exclusive,
+            // 48 bits: names stay short, and connections of different clients behind one
+            // pooler practically never meet the same one.
+            nonce: fastrand::u64(..) & 0xffff_ffff_ffff,
         }
     }
 

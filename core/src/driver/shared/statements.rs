@@ -18,7 +18,10 @@ use crate::{Error, Reason};
 
 /// A statement prepared on one connection.
 pub(crate) struct Statement {
+    /// Its name on the server; empty when statements are not kept by name
+    /// (`named_statements` off), and then every execution parses `sql` again.
     pub(crate) name: String,
+    pub(crate) sql: Box<str>,
     params: Vec<Type>,
     columns: Arc<[Column]>,
     /// Some parameter or column type was unknown when the prepare completed: the first caller
@@ -81,20 +84,38 @@ impl Sampled for Arc<Statement> {
     }
 }
 
-/// Cost estimates per SQL text, shared by a client's connections so that routing compares the
-/// same estimate everywhere (one connection's noisy sample must not skew the split). Bounded:
-/// past its capacity, entries no cached statement uses any more are dropped.
+/// What a client's connections share about statements: cost estimates per SQL text, so that
+/// routing compares the same estimate everywhere (one connection's noisy sample must not skew
+/// the split), and whether statements are kept by name. The table is bounded: past its
+/// capacity, entries no cached statement uses any more are dropped.
 pub(crate) struct CostTable {
     cells: Mutex<std::collections::HashMap<Box<str>, Arc<AtomicU64>>>,
     capacity: usize,
+    /// Statements are prepared under names and bound by name; off behind a transaction pooler
+    /// (`named_statements`), where the next unit may reach another backend: then a prepare
+    /// only learns the types, and every execution carries its own unnamed Parse.
+    named: AtomicBool,
 }
 
 impl CostTable {
-    pub(crate) fn new(capacity: usize) -> CostTable {
+    pub(crate) fn new(capacity: usize, named: bool) -> CostTable {
         CostTable {
             cells: Mutex::new(std::collections::HashMap::new()),
             capacity: capacity.max(1),
+            named: AtomicBool::new(named),
         }
+    }
+
+    /// Whether statements are kept by name.
+    pub(crate) fn named(&self) -> bool {
+        self.named.load(Relaxed)
+    }
+
+    /// A statement this client prepared and never closed is missing on the server: a pooler
+    /// sent the Bind to another backend. From now on statements are not kept by name.
+    /// `true` if this call made the change.
+    pub(crate) fn unname(&self) -> bool {
+        self.named.swap(false, Relaxed)
     }
 
     /// The cell for `sql` (called when a prepare completes, not per query).
@@ -219,9 +240,17 @@ impl ConnShared {
         stale: Option<&str>,
     ) -> Result<(Arc<Prepare>, Option<Waker>), Error> {
         st.next_statement += 1;
+        let named = self.costs.named();
         let p = Arc::new(Prepare {
             sql: sql.into(),
-            name: format!("pgpipe_{}", st.next_statement),
+            name: match named {
+                // Unique to this connection: behind a pooler another client connection's
+                // statement of the same number may sit on the backend a Bind reaches, and
+                // must never be mistaken for ours (a missing name is an error; see
+                // `CostTable::unname`).
+                true => format!("pgpipe_{:x}_{}", self.nonce, st.next_statement),
+                false => String::new(),
+            },
             waiter: SharedWaiter::default(),
         });
         let evicted = st
@@ -237,6 +266,8 @@ impl ConnShared {
             }
             _ => stale,
         };
+        // The unnamed statement needs no Close: the next Parse replaces it.
+        let evict_name = evict_name.filter(|n| !n.is_empty());
         let start = st.committed;
         st.buf.truncate(start);
         if let Err(e) = encode::prepare(&p.name, sql, evict_name, &mut st.buf) {
@@ -270,6 +301,7 @@ impl ConnShared {
                     let unresolved = self.types.apply(&mut params, &mut columns);
                     let s = Arc::new(Statement {
                         name: p.name.clone(),
+                        sql: p.sql.clone(),
                         params,
                         columns,
                         unresolved,

@@ -168,6 +168,9 @@ impl<R: Runtime> ConnTask<R> {
         let Some(after) = self.cfg.health_check else {
             return Ok(());
         };
+        if matches!(self.health, Health::Off) {
+            return Ok(());
+        }
         // A paused stream is silent by our choice, not the server's.
         if self.pipeline.is_empty() || self.pipeline.is_paused() {
             self.silence.quiet();
@@ -186,6 +189,7 @@ impl<R: Runtime> ConnTask<R> {
                 continue;
             };
             match &mut self.health {
+                Health::Off => return Ok(()),
                 Health::Idle => self.health = Health::Waiting(self.rt.sleep_until(due)),
                 Health::Waiting(sleep) => {
                     if Pin::new(sleep).poll(cx).is_pending() {
@@ -214,6 +218,10 @@ impl<R: Runtime> ConnTask<R> {
                     Poll::Ready(Verdict::HalfOpen(reason)) => {
                         self.health = Health::Idle;
                         return Err(reason);
+                    }
+                    Poll::Ready(Verdict::Pooled) => {
+                        self.health = Health::Off;
+                        return Ok(());
                     }
                     Poll::Ready(Verdict::Alive | Verdict::Unknown) => {
                         self.silence.heard(self.rt.now());
@@ -320,7 +328,10 @@ impl<R: Runtime> ConnTask<R> {
         self.rbuf.clear();
         self.wbuf.clear();
         self.silence.quiet();
-        self.health = Health::Idle;
+        // A pooler in between stays in between after a reconnect.
+        if !matches!(self.health, Health::Off) {
+            self.health = Health::Idle;
+        }
         if closing {
             return self.finish(Status::Closed);
         }

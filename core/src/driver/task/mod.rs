@@ -58,6 +58,9 @@ enum Health<R: Runtime> {
     /// Asking the server; the silence's due time when the check began (a byte heard since
     /// makes the check moot).
     Probing(Box<Probe<R>>, Instant),
+    /// A pooler stands between this task and the server: its checks would judge the wrong
+    /// backend (`Verdict::Pooled`).
+    Off,
 }
 
 /// Where the task is in a connection's life.

@@ -1,0 +1,331 @@
+//! Through PgBouncer (Debian's 1.18, started by the harness): transaction pool mode, where
+//! every unit may reach another backend, and session mode. Every answer is checked.
+//!
+//! In transaction mode named prepared statements do not survive from one unit to the next, so
+//! the client runs with `named_statements=off` (every execution carries its own unnamed Parse
+//! and still pipelines), or finds out by itself on the first vanished statement.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use pgpipe::{Config, Error, ErrorKind};
+use pgpipe_tests::{shared, PgBouncer, PoolMode};
+use postgres_types::Type;
+
+use crate::{off_thread, psql, Db, Harness};
+
+/// The shared PgBouncer of `mode` in front of the test server (16 server connections).
+fn bouncer(mode: PoolMode) -> &'static PgBouncer {
+    static SESSION: OnceLock<PgBouncer> = OnceLock::new();
+    static TRANSACTION: OnceLock<PgBouncer> = OnceLock::new();
+    let cell = match mode {
+        PoolMode::Session => &SESSION,
+        PoolMode::Transaction => &TRANSACTION,
+    };
+    cell.get_or_init(|| PgBouncer::start(server_port(), mode, 16).expect("pgbouncer"))
+}
+
+fn server_port() -> u16 {
+    Config::parse(&shared().url()).expect("url").port
+}
+
+fn config_for(url: &str, f: impl FnOnce(&mut Config)) -> Config {
+    let mut cfg = Config::parse_with_env(url, |_| None).expect("url");
+    f(&mut cfg);
+    cfg
+}
+
+async fn through<H: Harness>(mode: PoolMode, f: impl FnOnce(&mut Config)) -> Db<H> {
+    H::connect(config_for(&bouncer(mode).url(), f))
+        .await
+        .expect("connect through pgbouncer")
+}
+
+/// 1,000 tasks, 10 statements each over three texts, every answer checked.
+async fn thousand_tasks<H: Harness>(db: &Db<H>) {
+    let mut tasks = Vec::new();
+    for t in 0..1000i32 {
+        let db = db.clone();
+        tasks.push(H::spawn(async move {
+            for q in 0..10i32 {
+                let v = t * 100 + q;
+                match q % 3 {
+                    0 => {
+                        let row = db.query_one("SELECT $1::int4 + 1", &[&v]).await;
+                        assert_eq!(row.expect("query").get::<_, i32>(0), v + 1);
+                    }
+                    1 => {
+                        let text = v.to_string();
+                        let row = db
+                            .query_one("SELECT length($1::text), $2::int4", &[&text, &v])
+                            .await
+                            .expect("query");
+                        assert_eq!(row.get::<_, i32>(0) as usize, text.len());
+                        assert_eq!(row.get::<_, i32>(1), v);
+                    }
+                    _ => {
+                        let rows = db
+                            .query(
+                                "SELECT g FROM generate_series(1, $1::int4 % 5 + 1) g",
+                                &[&v],
+                            )
+                            .await
+                            .expect("query");
+                        assert_eq!(rows.len() as i32, v % 5 + 1);
+                    }
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await;
+    }
+}
+
+pub async fn typed_queries_pipeline_through_transaction_mode<H: Harness>() {
+    let db = through::<H>(PoolMode::Transaction, |c| {
+        c.pipeline_size = 2;
+        c.max_connections = 2;
+    })
+    .await;
+    let mut tasks = Vec::new();
+    for t in 0..1000i32 {
+        let db = db.clone();
+        tasks.push(H::spawn(async move {
+            for q in 0..10i32 {
+                let v = t * 100 + q;
+                let rows = db
+                    .query_typed("SELECT $1::int4 + 1", &[(&v, Type::INT4)])
+                    .await
+                    .expect("typed query");
+                assert_eq!(rows[0].get::<_, i32>(0), v + 1);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await;
+    }
+    db.close().await;
+}
+
+pub async fn unnamed_statements_pipeline_through_transaction_mode<H: Harness>() {
+    let db = through::<H>(PoolMode::Transaction, |c| {
+        c.named_statements = false;
+        c.pipeline_size = 4;
+    })
+    .await;
+    thousand_tasks::<H>(&db).await;
+    let s = db.stats();
+    // Still pipelined: many units per read.
+    assert!(s.total.units_per_readable() > 2.0, "{s:?}");
+    db.close().await;
+}
+
+pub async fn default_settings_find_the_pooler_by_themselves<H: Harness>() {
+    // Named statements (the default) vanish between units here; the first Bind that misses
+    // turns them off for the client and its unit is prepared again and run (it had not run).
+    let db = through::<H>(PoolMode::Transaction, |c| c.pipeline_size = 4).await;
+    thousand_tasks::<H>(&db).await;
+    db.close().await;
+}
+
+pub async fn errors_mid_pipeline_fail_only_their_own_units_through_transaction_mode<H: Harness>() {
+    let db = through::<H>(PoolMode::Transaction, |c| {
+        c.named_statements = false;
+        c.pipeline_size = 2;
+    })
+    .await;
+    let mut tasks = Vec::new();
+    for t in 0..200i32 {
+        let db = db.clone();
+        tasks.push(H::spawn(async move {
+            let mut failed = 0;
+            for q in 0..10i32 {
+                let v = t * 10 + q;
+                // Every seventh divides by zero.
+                let d = if v % 7 == 0 { 0 } else { 1 };
+                match db.query_one("SELECT $1::int4 / $2::int4", &[&v, &d]).await {
+                    Ok(row) => {
+                        assert_ne!(d, 0);
+                        assert_eq!(row.get::<_, i32>(0), v);
+                    }
+                    Err(e) => {
+                        assert_eq!(d, 0, "{e}");
+                        assert_eq!(e.code().map(|c| c.as_str()), Some("22012"), "{e}");
+                        failed += 1;
+                    }
+                }
+            }
+            failed
+        }));
+    }
+    let mut failed = 0;
+    for t in tasks {
+        failed += t.await;
+    }
+    assert_eq!(failed, (0..2000).filter(|v| v % 7 == 0).count());
+    db.close().await;
+}
+
+pub async fn transactions_keep_the_total_through_transaction_mode<H: Harness>() {
+    let table = format!("pooler_accounts_{}", H::name());
+    psql(&format!(
+        "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id int PRIMARY KEY, balance int);
+         INSERT INTO {table} SELECT g, 1000 FROM generate_series(1, 10) g"
+    ));
+    let db = through::<H>(PoolMode::Transaction, |c| {
+        c.named_statements = false;
+        c.pinned_size = 4;
+    })
+    .await;
+    let mut tasks = Vec::new();
+    for t in 0..40i32 {
+        let (db, table) = (db.clone(), table.clone());
+        tasks.push(H::spawn(async move {
+            for q in 0..10i32 {
+                let (from, to) = ((t + q) % 10 + 1, (t * 3 + q) % 10 + 1);
+                let tx = db.transaction().await.expect("transaction");
+                let update = format!("UPDATE {table} SET balance = balance + $2 WHERE id = $1");
+                // Rows locked in id order: transfers never deadlock each other.
+                let mut legs = [(from, -1i32), (to, 1i32)];
+                legs.sort();
+                for (id, delta) in legs {
+                    tx.execute(&update, &[&id, &delta]).await.expect("transfer");
+                }
+                if q % 4 == 0 {
+                    drop(tx); // rolled back
+                } else {
+                    tx.commit().await.expect("commit");
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await;
+    }
+    let total: i64 = db
+        .query_one(&format!("SELECT sum(balance)::int8 FROM {table}"), &[])
+        .await
+        .expect("sum")
+        .get(0);
+    assert_eq!(total, 10_000);
+    db.close().await;
+}
+
+pub async fn sessions_keep_their_state_through_session_mode<H: Harness>() {
+    let db = through::<H>(PoolMode::Session, |c| c.pinned_size = 2).await;
+    let s = db.session().await.expect("session");
+    s.batch_execute("SET application_name = 'pooled_session'; CREATE TEMP TABLE t (x int)")
+        .await
+        .expect("session state");
+    s.execute("INSERT INTO t VALUES (1)", &[])
+        .await
+        .expect("temp table");
+    let row = s
+        .query_one(
+            "SELECT current_setting('application_name'), count(*)::int8 FROM t",
+            &[],
+        )
+        .await
+        .expect("state kept");
+    assert_eq!(row.get::<_, &str>(0), "pooled_session");
+    assert_eq!(row.get::<_, i64>(1), 1);
+    drop(s);
+    // The shared path meanwhile, and after.
+    thousand_tasks::<H>(&db).await;
+    db.close().await;
+}
+
+pub async fn the_health_check_stands_down_behind_a_pooler<H: Harness>() {
+    // Behind PgBouncer the backend named at startup is not a server backend: a check would
+    // find it "gone". A statement four times the check interval must still succeed.
+    let db = through::<H>(PoolMode::Session, |c| {
+        c.health_check = Some(Duration::from_millis(100));
+        c.pipeline_size = 1;
+        c.max_connections = 1;
+    })
+    .await;
+    let started = Instant::now();
+    let row = db
+        .query_one("SELECT pg_sleep(0.4), 7::int4", &[])
+        .await
+        .expect("a slow statement behind a pooler");
+    assert_eq!(row.get::<_, i32>(1), 7);
+    assert!(started.elapsed() >= Duration::from_millis(400));
+    // And again: the check stays off for the connection.
+    db.query_one("SELECT pg_sleep(0.3)", &[])
+        .await
+        .expect("again");
+    assert_eq!(db.stats().total.reconnects, 0);
+    db.close().await;
+}
+
+pub async fn a_cancel_storm_through_pgbouncer_fails_only_the_cancelled<H: Harness>() {
+    let cfg = config_for(&bouncer(PoolMode::Transaction).url(), |c| {
+        c.named_statements = false;
+    });
+    crate::faults::cancel_storm::<H>(cfg, |_| {}).await;
+}
+
+pub async fn a_pgbouncer_restart_resolves_every_unit_and_service_resumes<H: Harness>() {
+    let bouncer = off_thread::<H, _>(|| {
+        PgBouncer::start(server_port(), PoolMode::Transaction, 4).expect("pgbouncer")
+    })
+    .await;
+    let db = H::connect(config_for(&bouncer.url(), |c| {
+        c.named_statements = false;
+        c.pipeline_size = 2;
+        c.connect_timeout = Duration::from_secs(2);
+    }))
+    .await
+    .expect("connect");
+    // Statements in flight while PgBouncer goes away.
+    let mut tasks = Vec::new();
+    for t in 0..50i32 {
+        let db = db.clone();
+        tasks.push(H::spawn(async move {
+            db.query_one("SELECT pg_sleep(0.3), $1::int4", &[&t])
+                .await
+                .map(|row| assert_eq!(row.get::<_, i32>(1), t))
+        }));
+    }
+    H::sleep(Duration::from_millis(100)).await;
+    let mut bouncer = off_thread::<H, _>(move || {
+        let mut b = bouncer;
+        b.restart().expect("restart pgbouncer");
+        b
+    })
+    .await;
+    let restarted = Instant::now();
+    for t in tasks {
+        match t.await {
+            Ok(()) => {}
+            Err(e) => assert!(
+                matches!(
+                    e.kind(),
+                    ErrorKind::Indeterminate | ErrorKind::NotDispatched
+                ) || matches!(e, Error::NoConnection { .. }),
+                "{e:?}"
+            ),
+        }
+    }
+    // Served again within the reconnect backoff.
+    let back = loop {
+        match db.query_one("SELECT 1::int4", &[]).await {
+            Ok(_) => break restarted.elapsed(),
+            Err(e) => {
+                assert!(
+                    restarted.elapsed() < Duration::from_secs(10),
+                    "not back: {e}"
+                );
+                H::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    eprintln!("{}: served again {back:?} after the restart", H::name());
+    thousand_tasks::<H>(&db).await;
+    db.close().await;
+    off_thread::<H, _>(move || bouncer.restart().map(drop))
+        .await
+        .ok();
+}
