@@ -12,7 +12,7 @@ use std::error::Error;
 use std::path::{Path, PathBuf};
 
 /// Documentation files whose Rust blocks live here.
-const DOCS: &[&str] = &["README.md", "docs/CONNECTING.md"];
+const DOCS: &[&str] = &["README.md", "docs/CONNECTING.md", "docs/TOPOLOGY.md"];
 
 /// The repository root.
 fn root() -> PathBuf {
@@ -205,6 +205,19 @@ async fn readme_connection_strings() -> Result<(), pgpipe_smol::Error> {
     let db = pgpipe_tokio::connect("host=db.example.com dbname=shop user=app sslmode=verify-full sslrootcert=ca.pem").await?;
     let db = pgpipe_smol::connect("postgres:///shop?host=/var/run/postgresql&pipeline_size=8").await?;
     // README.md: end
+    Ok(())
+}
+
+/// The read-replica pattern of docs/TOPOLOGY.md (it names other hosts: compiled, never run).
+#[rustfmt::skip]
+#[allow(dead_code, unused_variables)]
+async fn topology_replicas() -> Result<(), pgpipe_tokio::Error> {
+    // docs/TOPOLOGY.md: begin
+    let writes = pgpipe_tokio::connect("postgres://app@db1,db2/shop?target_session_attrs=read-write").await?;
+    let reads = pgpipe_tokio::connect("postgres://app@db2,db1/shop?target_session_attrs=prefer-standby").await?;
+    writes.execute("UPDATE accounts SET balance = balance - 1 WHERE id = $1", &[&1i32]).await?;
+    let row = reads.query_one("SELECT balance FROM accounts WHERE id = $1", &[&1i32]).await?;  // may be stale
+    // docs/TOPOLOGY.md: end
     Ok(())
 }
 

@@ -462,6 +462,7 @@ suite! {
         topology::when_no_server_will_do_the_error_names_each_and_why: 120,
         topology::failover_follows_the_promoted_standby: 180,
         topology::a_promoted_standby_stops_serving_read_only_clients: 120,
+        topology::reads_go_to_the_standby_and_wait_for_their_writes: 120,
         pooler::typed_queries_pipeline_through_transaction_mode: 120,
         pooler::unnamed_statements_pipeline_through_transaction_mode: 120,
         pooler::default_settings_find_the_pooler_by_themselves: 120,
@@ -471,5 +472,6 @@ suite! {
         pooler::the_health_check_stands_down_behind_a_pooler: 60,
         pooler::a_cancel_storm_through_pgbouncer_fails_only_the_cancelled: 120,
         pooler::a_pgbouncer_restart_resolves_every_unit_and_service_resumes: 120,
+        pooler::startup_settings_pgbouncer_does_not_track_are_refused_with_its_reason: 60,
     }
 }

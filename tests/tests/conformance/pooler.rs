@@ -329,3 +329,15 @@ pub async fn a_pgbouncer_restart_resolves_every_unit_and_service_resumes<H: Harn
         .await
         .ok();
 }
+
+pub async fn startup_settings_pgbouncer_does_not_track_are_refused_with_its_reason<H: Harness>() {
+    // PgBouncer 1.18 passes only the parameters it tracks; `shared_statement_timeout` is a
+    // startup parameter, so behind it the timeout belongs on the role or the server.
+    let cfg = config_for(&bouncer(PoolMode::Transaction).url(), |c| {
+        c.shared_statement_timeout = Some(Duration::from_secs(5));
+    });
+    match H::connect(cfg).await {
+        Ok(_) => panic!("pgbouncer accepted statement_timeout as a startup parameter"),
+        Err(e) => assert!(e.to_string().contains("statement_timeout"), "{e}"),
+    }
+}

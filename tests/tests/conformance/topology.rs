@@ -369,3 +369,70 @@ pub async fn a_promoted_standby_stops_serving_read_only_clients<H: Harness>() {
     db.close().await;
     drop((primary, standby));
 }
+
+pub async fn reads_go_to_the_standby_and_wait_for_their_writes<H: Harness>() {
+    let (primary, standby) = pair();
+    let table = format!("replica_reads_{}", H::name());
+    let (p, s) = (primary.port(), standby.port());
+    // The pattern of docs/TOPOLOGY.md: one client for writes, one for reads.
+    let writes = H::connect(hosts(&[p, s], "read-write"))
+        .await
+        .expect("writer");
+    let reads = H::connect(hosts(&[s, p], "prefer-standby"))
+        .await
+        .expect("reader");
+    assert_eq!(served_by::<H>(&writes).await, p);
+    assert_eq!(served_by::<H>(&reads).await, s);
+    let session = writes.session().await.expect("ddl");
+    session
+        .batch_execute(&format!(
+            "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id int PRIMARY KEY, v text)"
+        ))
+        .await
+        .expect("table");
+    drop(session);
+    for id in 0..20i32 {
+        writes
+            .execute(
+                &format!("INSERT INTO {table} VALUES ($1, $2)"),
+                &[&id, &format!("row {id}")],
+            )
+            .await
+            .expect("insert");
+        // Read-your-writes: a WAL position past the commit (the insert position: with
+        // synchronous_commit off the commit may not be written out yet), then wait until the
+        // standby has replayed it.
+        let lsn: String = writes
+            .query_one("SELECT pg_catalog.pg_current_wal_insert_lsn()::text", &[])
+            .await
+            .expect("lsn")
+            .get(0);
+        loop {
+            let caught_up: bool = reads
+                .query_one(
+                    "SELECT pg_catalog.pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
+                    &[&lsn],
+                )
+                .await
+                .expect("replay position")
+                .get(0);
+            if caught_up {
+                break;
+            }
+            H::sleep(Duration::from_millis(5)).await;
+        }
+        let row = reads
+            .query_one(&format!("SELECT v FROM {table} WHERE id = $1"), &[&id])
+            .await
+            .expect("the write, read from the standby");
+        assert_eq!(row.get::<_, String>(0), format!("row {id}"));
+    }
+    // A write sent to the reader fails on the standby, with the server's own error.
+    let e = reads
+        .execute(&format!("INSERT INTO {table} VALUES (-1, 'x')"), &[])
+        .await
+        .expect_err("a standby refuses writes");
+    assert_eq!(e.code().map(|c| c.as_str()), Some("25006"), "{e}");
+    writes.close().await;
+    reads.close().await;
+}
