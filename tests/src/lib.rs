@@ -1443,7 +1443,7 @@ mod tests {
         let rules = cluster
             .psql("select count(*), count(error) from pg_hba_file_rules")
             .expect("hba rules");
-        assert_eq!(rules.trim(), "5|0");
+        assert_eq!(rules.trim(), "7|0");
         assert!(cluster.tls().is_none() && cluster.tls_url().is_none());
 
         // libpq against a server without TLS.

@@ -377,7 +377,7 @@ mod tests {
         let rules = db
             .psql("select count(*), count(error) from pg_hba_file_rules")
             .unwrap();
-        assert_eq!(rules.trim(), "11|0");
+        assert_eq!(rules.trim(), "13|0");
     }
 
     fn percent_encoded(path: &Path) -> String {
