@@ -22,6 +22,11 @@ use crate::app::{self, Db, Endpoint, Reply};
 use crate::db::PgShared;
 use crate::glommio_io::HyperIo;
 
+/// pgpipe options of the pgpipe variants unless `--pgpipe-options` says otherwise: a window
+/// of 256 units per connection (pgpipe's default is 64), since `/queries?q=20` from hundreds
+/// of HTTP connections puts thousands of statements in flight on a few connections.
+pub const DEFAULT_PGPIPE_OPTIONS: &str = "max_in_flight=256";
+
 /// Which stack serves the endpoints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Variant {
@@ -98,10 +103,15 @@ pub struct Options {
     /// pgpipe: `pipeline_size` (per executor on glommio); deadpool: `max_size`;
     /// tokio-postgres: clients.
     pub connections: usize,
-    /// pgpipe's `max_connections` (per executor on glommio); `None` keeps pgpipe's default.
+    /// pgpipe's `max_connections` (per executor on glommio); `None` means `connections`, so
+    /// pgpipe opens no connection on demand.
     pub max_connections: Option<usize>,
     /// `application_name` of every server connection, so they can be counted.
     pub application_name: String,
+    /// More pgpipe options for the pgpipe variants, `key=value&key=value`, applied on top of
+    /// the URL's (default [`DEFAULT_PGPIPE_OPTIONS`]); `pipeline_size` and `max_connections`
+    /// come from `connections` and `max_connections`.
+    pub pgpipe_options: Option<String>,
 }
 
 impl Options {
@@ -116,15 +126,28 @@ impl Options {
             connections: variant.default_connections(threads),
             max_connections: None,
             application_name: format!("pgpipe-web-{}", variant.name()),
+            pgpipe_options: match variant {
+                Variant::PgpipeGlommio | Variant::PgpipeTokio => {
+                    Some(DEFAULT_PGPIPE_OPTIONS.to_string())
+                }
+                _ => None,
+            },
         }
     }
 
     fn pgpipe_config(&self) -> Result<pgpipe::Config, String> {
-        let mut cfg = pgpipe::Config::parse(&self.url).map_err(|e| e.to_string())?;
+        let url = match self.pgpipe_options.as_deref().filter(|o| !o.is_empty()) {
+            None => self.url.clone(),
+            Some(o) if self.url.contains("://") => {
+                let sep = if self.url.contains('?') { '&' } else { '?' };
+                format!("{}{sep}{o}", self.url)
+            }
+            Some(o) => format!("{} {}", self.url, o.replace('&', " ")),
+        };
+        let mut cfg = pgpipe::Config::parse(&url).map_err(|e| e.to_string())?;
         cfg.pipeline_size = self.connections.max(1);
-        if let Some(m) = self.max_connections {
-            cfg.max_connections = m;
-        }
+        // No elasticity unless asked for: the connections used are the ones configured.
+        cfg.max_connections = self.max_connections.unwrap_or(cfg.pipeline_size);
         cfg.application_name = Some(self.application_name.clone());
         Ok(cfg)
     }
@@ -393,13 +416,15 @@ fn start_tokio(opts: Options) -> Result<SocketAddr, String> {
 }
 
 /// Parses the `serve` subcommand's flags: `--variant NAME --url URL [--addr IP:PORT]
-/// [--threads N] [--connections N] [--max-connections N] [--application-name NAME]`.
+/// [--threads N] [--connections N] [--max-connections N] [--application-name NAME]
+/// [--pgpipe-options k=v&k=v]`.
 /// Without `--url`, `DATABASE_URL`.
 pub fn parse_serve_args(args: &[String]) -> Result<Options, String> {
     let mut variant = None;
     let mut url = std::env::var("DATABASE_URL").ok();
     let (mut addr, mut threads, mut connections, mut max_connections, mut app_name) =
         (None, None, None, None, None);
+    let mut pgpipe_options = None;
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let mut value = || {
@@ -425,6 +450,7 @@ pub fn parse_serve_args(args: &[String]) -> Result<Options, String> {
             "--connections" => connections = Some(number(value()?)?),
             "--max-connections" => max_connections = Some(number(value()?)?),
             "--application-name" => app_name = Some(value()?),
+            "--pgpipe-options" => pgpipe_options = Some(value()?),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -444,6 +470,9 @@ pub fn parse_serve_args(args: &[String]) -> Result<Options, String> {
     opts.max_connections = max_connections.or(opts.max_connections);
     if let Some(n) = app_name {
         opts.application_name = n;
+    }
+    if pgpipe_options.is_some() {
+        opts.pgpipe_options = pgpipe_options;
     }
     Ok(opts)
 }

@@ -31,7 +31,7 @@ use serde::Serialize;
 
 const USAGE: &str = "usage: web-bench [--quick] [--rounds N] [--warmup S] [--duration S] \
 [--connections C] [--wrk-threads T] [--variants a,b,..] [--endpoints db,queries,fortunes,updates] \
-[--queries Q] [--max-connections K] [--out-dir DIR] [--svg-dir DIR] [--url URL]
+[--queries Q] [--max-connections K] [--pgpipe-options k=v&..] [--out-dir DIR] [--svg-dir DIR] [--url URL]
   variants: pgpipe-glommio, pgpipe-tokio-axum, axum-deadpool, axum-tokio-postgres; a #2 suffix
   enters one again (the A/A control). Default: all four plus pgpipe-glommio#2.
   web-bench serve ... runs one server (what the benchmark starts as its child).";
@@ -47,6 +47,7 @@ struct Args {
     endpoints: Vec<String>,
     queries: usize,
     max_connections: Option<usize>,
+    pgpipe_options: Option<String>,
     out_dir: PathBuf,
     svg_dir: PathBuf,
     url: Option<String>,
@@ -72,6 +73,7 @@ fn parse_args(raw: &[String]) -> Result<Args, String> {
             .to_vec(),
         queries: 20,
         max_connections: None,
+        pgpipe_options: None,
         out_dir: PathBuf::from("target/web-bench"),
         svg_dir: PathBuf::from("docs/bench"),
         url: std::env::var("DATABASE_URL").ok(),
@@ -99,6 +101,7 @@ fn parse_args(raw: &[String]) -> Result<Args, String> {
             "--endpoints" => a.endpoints = value()?.split(',').map(String::from).collect(),
             "--queries" => a.queries = num(value()?)?.clamp(1, 500),
             "--max-connections" => a.max_connections = Some(num(value()?)?),
+            "--pgpipe-options" => a.pgpipe_options = Some(value()?),
             "--out-dir" => {
                 a.out_dir = value()?.into();
                 out_set = true
@@ -315,12 +318,7 @@ struct Server {
 }
 
 impl Server {
-    fn start(
-        entry: &str,
-        url: &str,
-        app_name: &str,
-        max_connections: Option<usize>,
-    ) -> Result<Server, String> {
+    fn start(entry: &str, url: &str, app_name: &str, a: &Args) -> Result<Server, String> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let mut cmd = Command::new(exe);
         cmd.args([
@@ -331,8 +329,11 @@ impl Server {
             url,
         ])
         .args(["--addr", "127.0.0.1:0", "--application-name", app_name]);
-        if let Some(k) = max_connections {
+        if let Some(k) = a.max_connections {
             cmd.args(["--max-connections", &k.to_string()]);
+        }
+        if let Some(o) = &a.pgpipe_options {
+            cmd.args(["--pgpipe-options", o]);
         }
         let mut child = cmd
             .stdin(Stdio::null())
@@ -590,7 +591,7 @@ fn run(a: &Args) -> Result<bool, String> {
             let entry = &a.entries[(k + round) % n];
             let app_name = format!("pgpipe-web-{}", entry.replace('#', "-"));
             monitor.wait_gone(&app_name);
-            let server = match Server::start(entry, &url, &app_name, a.max_connections) {
+            let server = match Server::start(entry, &url, &app_name, a) {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("round {}: {e}", round + 1);
