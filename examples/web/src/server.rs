@@ -108,6 +108,9 @@ pub struct Options {
     pub max_connections: Option<usize>,
     /// `application_name` of every server connection, so they can be counted.
     pub application_name: String,
+    /// glommio only: pin each executor to a CPU of its own (`MaxSpread`, the thread-per-core
+    /// default) or let the kernel place them (`Unbound`).
+    pub pin: bool,
     /// More pgpipe options for the pgpipe variants, `key=value&key=value`, applied on top of
     /// the URL's (default [`DEFAULT_PGPIPE_OPTIONS`]); `pipeline_size` and `max_connections`
     /// come from `connections` and `max_connections`.
@@ -126,6 +129,7 @@ impl Options {
             connections: variant.default_connections(threads),
             max_connections: None,
             application_name: format!("pgpipe-web-{}", variant.name()),
+            pin: true,
             pgpipe_options: match variant {
                 Variant::PgpipeGlommio | Variant::PgpipeTokio => {
                     Some(DEFAULT_PGPIPE_OPTIONS.to_string())
@@ -205,7 +209,11 @@ fn start_glommio(opts: Options) -> Result<SocketAddr, String> {
     let rank = Arc::new(AtomicUsize::new(0));
     let port: PortSlot = Arc::new((Mutex::new(None), Condvar::new()));
     let addr = opts.addr;
-    let placement = PoolPlacement::MaxSpread(shards, CpuSet::online().ok());
+    let placement = if opts.pin {
+        PoolPlacement::MaxSpread(shards, CpuSet::online().ok())
+    } else {
+        PoolPlacement::Unbound(shards)
+    };
     let pool = LocalExecutorPoolBuilder::new(placement)
         .on_all_shards(move || {
             let (cfg, ready, rank, port) = (cfg.clone(), ready_tx.clone(), rank.clone(), port);
@@ -417,14 +425,14 @@ fn start_tokio(opts: Options) -> Result<SocketAddr, String> {
 
 /// Parses the `serve` subcommand's flags: `--variant NAME --url URL [--addr IP:PORT]
 /// [--threads N] [--connections N] [--max-connections N] [--application-name NAME]
-/// [--pgpipe-options k=v&k=v]`.
+/// [--pgpipe-options k=v&k=v] [--unpinned]`.
 /// Without `--url`, `DATABASE_URL`.
 pub fn parse_serve_args(args: &[String]) -> Result<Options, String> {
     let mut variant = None;
     let mut url = std::env::var("DATABASE_URL").ok();
     let (mut addr, mut threads, mut connections, mut max_connections, mut app_name) =
         (None, None, None, None, None);
-    let mut pgpipe_options = None;
+    let (mut pgpipe_options, mut pin) = (None, true);
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let mut value = || {
@@ -451,6 +459,7 @@ pub fn parse_serve_args(args: &[String]) -> Result<Options, String> {
             "--max-connections" => max_connections = Some(number(value()?)?),
             "--application-name" => app_name = Some(value()?),
             "--pgpipe-options" => pgpipe_options = Some(value()?),
+            "--unpinned" => pin = false,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -471,6 +480,7 @@ pub fn parse_serve_args(args: &[String]) -> Result<Options, String> {
     if let Some(n) = app_name {
         opts.application_name = n;
     }
+    opts.pin = pin;
     if pgpipe_options.is_some() {
         opts.pgpipe_options = pgpipe_options;
     }

@@ -32,8 +32,10 @@ use serde::Serialize;
 const USAGE: &str = "usage: web-bench [--quick] [--rounds N] [--warmup S] [--duration S] \
 [--connections C] [--wrk-threads T] [--variants a,b,..] [--endpoints db,queries,fortunes,updates] \
 [--queries Q] [--max-connections K] [--pgpipe-options k=v&..] [--out-dir DIR] [--svg-dir DIR] [--url URL]
-  variants: pgpipe-glommio, pgpipe-tokio-axum, axum-deadpool, axum-tokio-postgres; a #2 suffix
-  enters one again (the A/A control). Default: all four plus pgpipe-glommio#2.
+  variants: pgpipe-glommio, pgpipe-tokio-axum, axum-deadpool, axum-tokio-postgres, each with
+  options NAME[:cN][:mK][:wM][:unpinned] (connections, pgpipe max_connections, max_in_flight,
+  glommio executors not pinned) and a #tag to enter one again (the A/A control).
+  Default: all four plus pgpipe-glommio#2.
   web-bench serve ... runs one server (what the benchmark starts as its child).";
 
 struct Args {
@@ -130,6 +132,7 @@ fn parse_args(raw: &[String]) -> Result<Args, String> {
     }
     for e in &a.entries {
         variant_of(e)?;
+        entry_flags(e)?;
     }
     for e in &a.endpoints {
         if !["db", "queries", "fortunes", "updates"].contains(&e.as_str()) {
@@ -139,9 +142,41 @@ fn parse_args(raw: &[String]) -> Result<Args, String> {
     Ok(a)
 }
 
-/// The variant of an entry name (`pgpipe-glommio#2` is `pgpipe-glommio`).
+/// The variant of an entry name: `NAME[:option...][#tag]` (`pgpipe-glommio#2` and
+/// `pgpipe-glommio:c1:unpinned` are `pgpipe-glommio`).
 fn variant_of(entry: &str) -> Result<Variant, String> {
-    entry.split('#').next().unwrap_or(entry).parse()
+    let base = entry.split('#').next().unwrap_or(entry);
+    base.split(':').next().unwrap_or(base).parse()
+}
+
+/// The `serve` flags of an entry's options: `cN` connections (pgpipe: `pipeline_size`, per
+/// core on glommio; deadpool: pool size; tokio-postgres: clients), `mK` pgpipe's
+/// `max_connections`, `wM` pgpipe's `max_in_flight`, `unpinned` (glommio executors not pinned).
+fn entry_flags(entry: &str) -> Result<Vec<String>, String> {
+    let base = entry.split('#').next().unwrap_or(entry);
+    let mut flags = Vec::new();
+    for opt in base.split(':').skip(1) {
+        let num = |rest: &str| {
+            rest.parse::<usize>()
+                .map(|n| n.to_string())
+                .map_err(|_| format!("bad option {opt:?} in {entry:?}"))
+        };
+        if opt == "unpinned" {
+            flags.push("--unpinned".to_string());
+        } else if let Some(n) = opt.strip_prefix('c') {
+            flags.extend(["--connections".to_string(), num(n)?]);
+        } else if let Some(n) = opt.strip_prefix('m') {
+            flags.extend(["--max-connections".to_string(), num(n)?]);
+        } else if let Some(n) = opt.strip_prefix('w') {
+            flags.extend([
+                "--pgpipe-options".to_string(),
+                format!("max_in_flight={}", num(n)?),
+            ]);
+        } else {
+            return Err(format!("bad option {opt:?} in {entry:?}"));
+        }
+    }
+    Ok(flags)
 }
 
 /// An endpoint's request path and its name in files.
@@ -335,6 +370,8 @@ impl Server {
         if let Some(o) = &a.pgpipe_options {
             cmd.args(["--pgpipe-options", o]);
         }
+        // The entry's own options come last and win.
+        cmd.args(entry_flags(entry)?);
         let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -589,7 +626,11 @@ fn run(a: &Args) -> Result<bool, String> {
         let n = a.entries.len();
         for k in 0..n {
             let entry = &a.entries[(k + round) % n];
-            let app_name = format!("pgpipe-web-{}", entry.replace('#', "-"));
+            let app_name: String = format!("pgpipe-web-{entry}")
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+                .take(63)
+                .collect();
             monitor.wait_gone(&app_name);
             let server = match Server::start(entry, &url, &app_name, a) {
                 Ok(s) => s,
