@@ -220,20 +220,41 @@ fn nice_step(max: f64) -> f64 {
     nice * mag
 }
 
+/// A tick label: whole numbers with thousands separators (`12,500`), fractions as they are.
 fn fmt_tick(v: f64) -> String {
-    if v >= 1000.0 && (v / 1000.0).fract() == 0.0 {
-        format!("{}k", v / 1000.0)
-    } else if v.fract() == 0.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v}")
+    if v.fract() != 0.0 {
+        return format!("{v}");
     }
+    let digits = format!("{v:.0}");
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Splits a subtitle at its " · " separators into lines of at most ~110 characters.
+fn wrap(text: &str) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for part in text.split(" · ") {
+        match lines.last_mut() {
+            Some(l) if l.chars().count() + part.chars().count() + 3 <= 110 => {
+                l.push_str(" · ");
+                l.push_str(part);
+            }
+            _ => lines.push(part.to_string()),
+        }
+    }
+    lines
 }
 
 /// The chart as a standalone SVG 1.1 document.
 pub fn bar_chart_svg(c: &BarChart) -> String {
     let (w, h) = (820.0, 460.0);
-    let (left, right, top, bottom) = (80.0, 20.0, 70.0, 90.0);
+    let (left, right, top, bottom) = (80.0, 20.0, 84.0, 90.0);
     let (pw, ph) = (w - left - right, h - top - bottom);
     let top_value = c
         .series
@@ -249,11 +270,17 @@ pub fn bar_chart_svg(c: &BarChart) -> String {
         s,
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" \
          font-family=\"Helvetica, Arial, sans-serif\">\n<rect width=\"{w}\" height=\"{h}\" fill=\"white\"/>\n\
-         <text x=\"{left}\" y=\"26\" font-size=\"17\" font-weight=\"bold\">{}</text>\n\
-         <text x=\"{left}\" y=\"46\" font-size=\"12\" fill=\"#555\">{}</text>\n",
+         <text x=\"{left}\" y=\"24\" font-size=\"17\" font-weight=\"bold\">{}</text>\n",
         esc(&c.title),
-        esc(&c.subtitle)
     );
+    for (i, line) in wrap(&c.subtitle).iter().take(2).enumerate() {
+        let _ = writeln!(
+            s,
+            "<text x=\"{left}\" y=\"{}\" font-size=\"12\" fill=\"#555\">{}</text>",
+            42 + 15 * i,
+            esc(line)
+        );
+    }
     // Grid and y ticks.
     let mut v = 0.0;
     while v <= y_max + step * 0.01 {
@@ -429,5 +456,13 @@ Transfer/sec:     15.00MB
         });
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
         assert!(svg.contains("t &lt;1&gt;"));
+        assert_eq!(fmt_tick(12_500.0), "12,500");
+        assert_eq!(fmt_tick(500.0), "500");
+        assert_eq!(fmt_tick(0.5), "0.5");
+        assert_eq!(wrap(&"x".repeat(100)).len(), 1);
+        assert_eq!(
+            wrap(&format!("{} · {}", "a".repeat(60), "b".repeat(60))).len(),
+            2
+        );
     }
 }
