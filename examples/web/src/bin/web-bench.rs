@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -32,6 +32,7 @@ use serde::Serialize;
 const USAGE: &str = "usage: web-bench [--quick] [--rounds N] [--warmup S] [--duration S] \
 [--connections C] [--wrk-threads T] [--variants a,b,..] [--endpoints db,queries,fortunes,updates] \
 [--queries Q] [--max-connections K] [--pgpipe-options k=v&..] [--out-dir DIR] [--svg-dir DIR] [--url URL]
+       web-bench --replot target/web-bench/web-bench-N.json [--svg-dir DIR]  (charts of a saved run)
   variants: pgpipe-glommio, pgpipe-tokio-axum, axum-deadpool, axum-tokio-postgres, each with
   options NAME[:cN][:mK][:wM][:unpinned] (connections, pgpipe max_connections, max_in_flight,
   glommio executors not pinned) and a #tag to enter one again (the A/A control).
@@ -53,6 +54,7 @@ struct Args {
     out_dir: PathBuf,
     svg_dir: PathBuf,
     url: Option<String>,
+    replot: Option<PathBuf>,
 }
 
 fn parse_args(raw: &[String]) -> Result<Args, String> {
@@ -79,6 +81,7 @@ fn parse_args(raw: &[String]) -> Result<Args, String> {
         out_dir: PathBuf::from("target/web-bench"),
         svg_dir: PathBuf::from("docs/bench"),
         url: std::env::var("DATABASE_URL").ok(),
+        replot: None,
     };
     let (mut out_set, mut svg_set) = (false, false);
     let mut it = raw.iter();
@@ -113,6 +116,7 @@ fn parse_args(raw: &[String]) -> Result<Args, String> {
                 svg_set = true
             }
             "--url" => a.url = Some(value()?),
+            "--replot" => a.replot = Some(value()?.into()),
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
@@ -272,7 +276,7 @@ struct Run {
 }
 
 /// Median, min and max of some runs' figure.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, serde::Deserialize)]
 struct Stat {
     median: f64,
     min: f64,
@@ -297,7 +301,7 @@ fn stat(mut v: Vec<f64>) -> Option<Stat> {
     })
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 struct Summary {
     entry: String,
     endpoint: String,
@@ -547,6 +551,13 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if let Some(file) = &args.replot {
+        if let Err(e) = replot(file, &args.svg_dir) {
+            eprintln!("web-bench: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     match run(&args) {
         Ok(true) => {}
         Ok(false) => std::process::exit(1),
@@ -877,19 +888,52 @@ fn run(a: &Args) -> Result<bool, String> {
         format!("{tables}\n{aa}\nGoals:\n{goals}"),
     )
     .map_err(|e| e.to_string())?;
-    std::fs::create_dir_all(&a.svg_dir).map_err(|e| e.to_string())?;
-    let sub = format!(
-        "wrk -c{} · {} rounds of {} s · {cores} cores shared by wrk, server and PostgreSQL {}",
-        a.connections,
-        a.rounds,
-        a.duration,
-        meta.get("postgres").cloned().unwrap_or_default()
+    let meta: BTreeMap<String, String> =
+        meta.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    write_charts(&summaries, &a.svg_dir, &subtitle(&meta))?;
+    println!(
+        "wrote {} and charts to {} in {:.0} s",
+        json_path.display(),
+        a.svg_dir.display(),
+        started.elapsed().as_secs_f64()
     );
-    for (endpoint, label) in &endpoints {
-        let rows: Vec<&Summary> = a.entries.iter().filter_map(|e| find(e, label)).collect();
-        if rows.is_empty() {
-            continue;
+    Ok(errors == 0 && failures.is_empty() && runs.len() == total_runs)
+}
+
+/// The request path of an endpoint label (`queries-20` is `/queries?q=20`).
+fn path_of_label(label: &str) -> String {
+    match label.split_once('-') {
+        Some((name, q)) => format!("/{name}?q={q}"),
+        None => format!("/{label}"),
+    }
+}
+
+/// The charts' subtitle, from a run's metadata.
+fn subtitle(meta: &BTreeMap<String, String>) -> String {
+    let get = |k: &str| meta.get(k).cloned().unwrap_or_default();
+    format!(
+        "wrk {} · {} rounds of {} · {} cores shared by wrk, server and PostgreSQL {}",
+        get("wrk"),
+        get("rounds"),
+        get("window"),
+        get("cores"),
+        get("postgres")
+    )
+}
+
+/// Writes the four charts of every endpoint of `summaries` into `svg_dir`: throughput,
+/// latency, CPU per request, server connections.
+fn write_charts(summaries: &[Summary], svg_dir: &Path, sub: &str) -> Result<(), String> {
+    std::fs::create_dir_all(svg_dir).map_err(|e| format!("{}: {e}", svg_dir.display()))?;
+    let mut labels: Vec<&str> = Vec::new();
+    for s in summaries {
+        if !labels.contains(&s.endpoint.as_str()) {
+            labels.push(&s.endpoint);
         }
+    }
+    for label in labels {
+        let endpoint = path_of_label(label);
+        let rows: Vec<&Summary> = summaries.iter().filter(|s| s.endpoint == label).collect();
         let cats: Vec<String> = rows.iter().map(|s| s.entry.clone()).collect();
         let bar = |s: &Stat| {
             Some(Bar {
@@ -992,16 +1036,29 @@ fn run(a: &Args) -> Result<bool, String> {
             ),
         ];
         for (name, chart) in charts {
-            let path = a.svg_dir.join(name);
+            let path = svg_dir.join(name);
             std::fs::write(&path, bar_chart_svg(&chart))
                 .map_err(|e| format!("{}: {e}", path.display()))?;
         }
     }
+    Ok(())
+}
+
+/// `--replot FILE.json`: the charts of a saved run, again (into `--svg-dir`).
+fn replot(file: &Path, svg_dir: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    #[derive(serde::Deserialize)]
+    struct Saved {
+        meta: BTreeMap<String, String>,
+        summaries: Vec<Summary>,
+    }
+    let saved: Saved =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+    write_charts(&saved.summaries, svg_dir, &subtitle(&saved.meta))?;
     println!(
-        "wrote {} and charts to {} in {:.0} s",
-        json_path.display(),
-        a.svg_dir.display(),
-        started.elapsed().as_secs_f64()
+        "wrote the charts of {} to {}",
+        file.display(),
+        svg_dir.display()
     );
-    Ok(errors == 0 && failures.is_empty() && runs.len() == total_runs)
+    Ok(())
 }
