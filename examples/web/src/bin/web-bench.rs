@@ -705,6 +705,8 @@ fn run(a: &Args) -> Result<bool, String> {
                 }
             }
             drop(server);
+            // The next variant starts on a server without this one's backends.
+            monitor.wait_gone(&app_name);
         }
     }
 
