@@ -87,6 +87,9 @@ counters! {
     retired_idle,
     /// Units sent here because their statement was estimated slow (lane traffic).
     lane_units,
+    /// Fast units routed here that were first held back while every lane had a queue
+    /// (`Config::fair_lanes`).
+    held_for_lanes,
     /// Pump passes that stopped because the estimated work in flight reached `max_queue_work`
     /// (the adaptive in-flight limit binding before `max_in_flight`).
     work_limited,

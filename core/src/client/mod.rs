@@ -9,7 +9,7 @@ use postgres_types::{ToSql, Type};
 
 use crate::driver::open::Endpoint;
 use crate::driver::shared::{
-    nanos, ConnShared, CostTable, QueryResult, QueryWaiter, Role, Statement,
+    nanos, ConnShared, CostTable, Gate, QueryResult, QueryWaiter, Role, Statement,
 };
 use crate::driver::types::TypeCache;
 use crate::driver::ConnTask;
@@ -90,6 +90,8 @@ struct Inner<R> {
     guard: Guard,
     /// Cost estimates per SQL text, shared by every connection.
     costs: Arc<CostTable>,
+    /// Fast units held back while every lane has a queue (`Config::fair_lanes`).
+    gate: Arc<Gate>,
     /// Server types `postgres-types` does not know, looked up once for all connections.
     pub(crate) types: Arc<TypeCache>,
 }
@@ -151,12 +153,14 @@ impl<R: Adapter> Client<R> {
             }
             return Err(e);
         }
+        let gate = Arc::new(Gate::default());
         while conns.len() < config.connection_limit() {
             conns.push(Arc::new(ConnShared::parked(
                 config.mailbox_size,
                 config.statement_cache_size,
                 costs.clone(),
                 types.clone(),
+                gate.clone(),
             )));
         }
         let pinned = Arc::new(Pinned::new(config.pinned_size));
@@ -175,6 +179,7 @@ impl<R: Adapter> Client<R> {
                 pinned,
                 guard,
                 costs,
+                gate,
                 types,
             }),
         })
@@ -437,6 +442,13 @@ impl<R: Runtime> Client<R> {
                     home.counters.inc(&home.counters.lane_units);
                 }
                 return (home, self.run_on(home, sql, params, deadline).await);
+            }
+        }
+        if self.inner.config.fair_lanes {
+            match self.hold_while_lanes_queue(deadline).await {
+                Ok(true) => conn.counters.inc(&conn.counters.held_for_lanes),
+                Ok(false) => {}
+                Err(e) => return (conn, Err(e)),
             }
         }
         let r = match self.execute_fresh(conn, sql, &stmt, params, deadline).await {

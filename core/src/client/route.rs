@@ -2,6 +2,7 @@
 //! connection with a known slow statement ahead; overflow connections when server work, not
 //! round trips, saturates the base ones; lanes for statements estimated slow.
 
+use std::future::Future;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
@@ -14,6 +15,10 @@ use crate::Error;
 /// Estimated extra work ahead (ns) on the least-loaded connection beyond which routing prefers
 /// the connection with the least estimated work: roughly one statement known to be slow.
 pub(super) const SLOW_AHEAD_NS: u64 = 5_000_000;
+
+/// The longest a fast unit is held back for the lanes (see [`Client::hold_while_lanes_queue`]),
+/// in case no lane completion comes to release it.
+pub(super) const HOLD_MAX: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The least-loaded open connection of `conns` (see [`Client::route`]), scanning from `start`.
 pub(super) fn least_loaded(conns: &[Arc<ConnShared>], start: usize) -> Option<&Arc<ConnShared>> {
@@ -132,6 +137,56 @@ impl<R: Runtime> Client<R> {
             Some(b) if b.pending_cost() + est < best.pending_cost() => Some(b),
             _ => Some(best),
         }
+    }
+
+    /// Whether every lane has slow work queued behind the one it runs, and no slot is left to
+    /// open another: slow work is then waiting for lanes while fast work keeps coming.
+    pub(super) fn lanes_queue(&self) -> bool {
+        let mut lanes = 0;
+        for c in self.inner.on_demand() {
+            if c.is_open() {
+                match c.role() {
+                    Role::Lane if c.load() < 2 => return false,
+                    Role::Lane => lanes += 1,
+                    _ => {}
+                }
+            } else if c.has_exited() {
+                // A free slot: a lane can still be opened.
+                return false;
+            }
+        }
+        lanes > 0
+    }
+
+    /// Admission for fast units (`Config::fair_lanes`): while every lane has a queue, a fast
+    /// unit waits until one of them has none. In a closed loop the callers' own pace is the
+    /// only brake on how fast slow work arrives; fast work served without limit lets slow
+    /// work pile up on the lanes until most callers wait there (Little's law). Held here,
+    /// the excess waits in front of the fast path instead, where every unit is cheap. The
+    /// wait is bounded by [`HOLD_MAX`] and the caller's deadline. `Ok(true)`: it was held.
+    pub(super) async fn hold_while_lanes_queue(
+        &self,
+        deadline: Option<Instant>,
+    ) -> Result<bool, Error> {
+        if self.inner.on_demand().is_empty() || !self.lanes_queue() {
+            return Ok(false);
+        }
+        let inner = &*self.inner;
+        let held = inner.gate.hold();
+        // Released meanwhile: the completion that would release it may have come before the
+        // hold was registered.
+        if !self.lanes_queue() {
+            return Ok(false);
+        }
+        let rt = &inner.rt;
+        let mut cap = rt.sleep_until(rt.now() + HOLD_MAX);
+        let wait = futures_lite::future::poll_fn(|cx| {
+            if held.poll_block(cx).is_ready() {
+                return std::task::Poll::Ready(Ok(true));
+            }
+            std::pin::Pin::new(&mut cap).poll(cx).map(|_| Ok(true))
+        });
+        crate::rt::with_deadline(rt, deadline, wait).await
     }
 
     /// A lane: an idle one, else a new one, else the one with the least estimated work.

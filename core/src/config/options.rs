@@ -76,6 +76,7 @@ pub(crate) const KEYWORDS: &[Keyword] = &[
     kw("mailbox_size", None),
     kw("statement_cache_size", None),
     kw("named_statements", None),
+    kw("fair_lanes", None),
     kw("query_timeout", None),
     kw("retry_not_dispatched", None),
     kw("pinned_size", None),
@@ -309,6 +310,7 @@ impl Config {
             "mailbox_size" => self.mailbox_size = num(key, v)?,
             "statement_cache_size" => self.statement_cache_size = num(key, v)?,
             "named_statements" => self.named_statements = boolean(key, v)?,
+            "fair_lanes" => self.fair_lanes = boolean(key, v)?,
             "query_timeout" => {
                 let ms: u64 = num(key, v)?;
                 self.query_timeout = (ms > 0).then(|| Duration::from_millis(ms));

@@ -410,6 +410,7 @@ suite! {
         service::fast_units_are_not_routed_behind_a_known_slow_one: 60,
         service::slow_statements_get_lanes_that_retire_when_idle: 60,
         service::slow_statements_spill_to_the_base_when_every_lane_has_a_queue: 60,
+        service::fast_units_wait_while_every_lane_has_a_queue: 60,
         service::work_bound_connections_cap_in_flight_work_and_grow: 60,
         service::a_server_at_its_connection_limit_still_runs_slow_statements: 60,
         service::a_full_mailbox_makes_callers_wait_instead_of_growing: 60,

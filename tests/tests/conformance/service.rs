@@ -559,6 +559,61 @@ pub async fn slow_statements_spill_to_the_base_when_every_lane_has_a_queue<H: Ha
     db.close().await;
 }
 
+pub async fn fast_units_wait_while_every_lane_has_a_queue<H: Harness>() {
+    for fair in [false, true] {
+        let db = client::<H>(|c| {
+            c.pipeline_size = 2;
+            c.max_connections = 3;
+            c.slow_threshold = Duration::from_millis(10);
+            c.fair_lanes = fair;
+        })
+        .await;
+        let (space, id) = (key::<H>() ^ 0x0400_0000, 7004i32 + i32::from(fair));
+        let slow_sql = "SELECT pg_advisory_xact_lock($1::int4, $2::int4), $3::int4";
+        let holder = db.session().await.unwrap();
+        learn_slow::<H>(&db, &holder, (space, id), slow_sql, true).await;
+        holder.query(LOCK, &[&space, &id]).await.unwrap();
+        // The lane runs one and queues one; one spills to a base connection (see the test
+        // above), so the other base connection is clean.
+        let mut slow = Vec::new();
+        for n in 1..=3i32 {
+            let db2 = db.clone();
+            slow.push(H::spawn(async move {
+                let row = db2.query_one(slow_sql, &[&space, &id, &n]).await.unwrap();
+                assert_eq!(row.get::<_, i32>(1), n);
+            }));
+            let units = |db: &crate::Db<H>| {
+                let s = db.stats();
+                s.connections
+                    .iter()
+                    .map(|c| c.in_flight + c.queued)
+                    .sum::<u64>()
+            };
+            crate::wait_until::<H>(|| units(&db) == n as u64).await;
+        }
+        // Fast units: served at once by the clean base connection without fair lanes; held
+        // back (up to the cap, since the lane cannot finish) with them.
+        for _ in 0..5 {
+            let row = db.query_one("SELECT 1::int4", &[]).await.unwrap();
+            assert_eq!(row.get::<_, i32>(0), 1);
+        }
+        let held = db.stats().total.held_for_lanes;
+        match fair {
+            false => assert_eq!(held, 0),
+            true => assert_eq!(held, 5, "{:?}", db.stats()),
+        }
+        holder.query(UNLOCK, &[&space, &id]).await.unwrap();
+        for t in slow {
+            t.await;
+        }
+        // The lanes drained: nothing is held any more.
+        db.query_one("SELECT 1::int4", &[]).await.unwrap();
+        assert_eq!(db.stats().total.held_for_lanes, held);
+        drop(holder);
+        db.close().await;
+    }
+}
+
 pub async fn a_server_at_its_connection_limit_still_runs_slow_statements<H: Harness>() {
     // A role allowed one connection: the base connection takes it, so no lane can open.
     let role = format!("pgpipe_limited_{}", H::name());

@@ -1066,6 +1066,7 @@ impl Job {
         if let Some(m) = self.cand.max_connections {
             c.max_connections = m;
         }
+        c.fair_lanes = self.cand.fair;
         c
     }
 

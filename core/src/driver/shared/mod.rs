@@ -162,6 +162,9 @@ pub(crate) struct ConnShared {
     exclusive: bool,
     /// Makes this connection's statement names its own (see `start_prepare`).
     nonce: u64,
+    /// On-demand slots: the client's gate of held fast units, released by this connection's
+    /// completions.
+    pub(crate) gate: Option<Arc<Gate>>,
 }
 
 impl ConnShared {
@@ -204,17 +207,21 @@ impl ConnShared {
             // 48 bits: names stay short, and connections of different clients behind one
             // pooler practically never meet the same one.
             nonce: fastrand::u64(..) & 0xffff_ffff_ffff,
+            gate: None,
         }
     }
 
     /// A slot for an on-demand connection: no task, closed until [`ConnShared::reserve`].
+    /// Its completions release the units `gate` holds.
     pub(crate) fn parked(
         mailbox_size: usize,
         cache_size: usize,
         costs: Arc<CostTable>,
         types: Arc<TypeCache>,
+        gate: Arc<Gate>,
     ) -> Self {
-        let c = ConnShared::new(mailbox_size, cache_size, costs, types, false);
+        let mut c = ConnShared::new(mailbox_size, cache_size, costs, types, false);
+        c.gate = Some(gate);
         // A caller racing with a retirement may still reach the slot: it must be retried.
         c.set_status(&mut lock(&c.state), Status::Dead(Reason::retired()));
         c.exited_flag.store(true, Release);
@@ -356,6 +363,30 @@ impl ConnShared {
         // A count that includes the last ReadyForQuery implies its status (stored first).
         let ready = self.counters.ready_received.load(Acquire);
         ready != pushed || self.tx_status.load(Relaxed) != b'I'
+    }
+}
+
+/// Fast units held back while every lane has slow work queued (see `Client::hold_while_lanes_queue`),
+/// and their release: when a lane finishes a unit and has nothing queued behind it any more.
+#[derive(Default)]
+pub(crate) struct Gate {
+    held: Mutex<Vec<Arc<Waiter<()>>>>,
+}
+
+impl Gate {
+    /// Holds a unit: the returned waiter is unblocked by the next release.
+    pub(crate) fn hold(&self) -> Arc<Waiter<()>> {
+        let w = Arc::new(Waiter::new());
+        lock(&self.held).push(w.clone());
+        w
+    }
+
+    /// Lets every held unit go (their wakeups deferred into `wakes`).
+    pub(crate) fn release_all(&self, wakes: &mut DeferredWakes) {
+        let held = std::mem::take(&mut *lock(&self.held));
+        for w in held {
+            w.unblock((), wakes);
+        }
     }
 }
 

@@ -99,6 +99,13 @@ impl Handler<Sent> for Completer<'_> {
     fn unit_done(&mut self, sent: Sent, outcome: Outcome) {
         let c = &self.shared.counters;
         c.inc(&c.units_completed);
+        // A lane with nothing queued behind its running unit: the lanes no longer all have a
+        // queue, so fast units held back for them may go (the count still includes this unit).
+        if let Some(gate) = &self.shared.gate {
+            if self.shared.load() <= 2 {
+                gate.release_all(self.wakes);
+            }
+        }
         sub_saturating(&c.est_pending_ns, sent.cost);
         // Every unit takes its share of the span (failed ones and prepares too), but only a
         // successful execution updates its statement's estimate.
