@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 pub const APP_NAME: &str = "pgpipe-bench";
 
 enum Req {
-    Count(mpsc::Sender<Result<i64, String>>),
+    /// Count the candidates' backends (`false`) or every client backend but the monitor's
+    /// (`true`).
+    Count(bool, mpsc::Sender<Result<i64, String>>),
     Query(String, mpsc::Sender<Result<Vec<String>, String>>),
 }
 
@@ -18,6 +20,11 @@ enum Req {
 #[derive(Clone)]
 pub struct Monitor {
     tx: tokio::sync::mpsc::UnboundedSender<Req>,
+    /// Counts every client backend but the monitor's own and the benchmark's setup and monitor
+    /// connections (`application_name` `pgpipe-bench-...`), not only the candidates' by name:
+    /// behind PgBouncer a server connection carries whatever `application_name` its last
+    /// client set, and child processes' backends are counted the same way.
+    all_backends: bool,
 }
 
 impl Monitor {
@@ -63,14 +70,20 @@ impl Monitor {
                     };
                     let count = "SELECT count(*) FROM pg_stat_activity \
                                  WHERE application_name = $1 AND backend_type = 'client backend'";
+                    let count_all = "SELECT count(*) FROM pg_stat_activity \
+                                     WHERE backend_type = 'client backend' \
+                                     AND pid <> pg_backend_pid() \
+                                     AND coalesce(application_name, '') NOT LIKE 'pgpipe-bench-%'";
                     while let Some(req) = rx.recv().await {
                         match req {
-                            Req::Count(reply) => {
-                                let r = client
-                                    .query_one(count, &[&APP_NAME])
-                                    .await
-                                    .map(|row| row.get::<_, i64>(0))
-                                    .map_err(|e| e.to_string());
+                            Req::Count(all, reply) => {
+                                let r = if all {
+                                    client.query_one(count_all, &[]).await
+                                } else {
+                                    client.query_one(count, &[&APP_NAME]).await
+                                };
+                                let r =
+                                    r.map(|row| row.get::<_, i64>(0)).map_err(|e| e.to_string());
                                 let _ = reply.send(r);
                             }
                             Req::Query(sql, reply) => {
@@ -98,13 +111,34 @@ impl Monitor {
         ready_rx
             .recv()
             .map_err(|_| "monitor thread died".to_string())??;
-        Ok(Monitor { tx })
+        Ok(Monitor {
+            tx,
+            all_backends: false,
+        })
+    }
+
+    /// A monitor with no connection (a child process of a many-process run, whose parent
+    /// counts): counts are -1 (unknown), queries fail.
+    pub fn none() -> Monitor {
+        let (tx, _) = tokio::sync::mpsc::unbounded_channel::<Req>();
+        Monitor {
+            tx,
+            all_backends: false,
+        }
+    }
+
+    /// The same monitor counting every client backend but its own (see `all_backends`).
+    pub fn all_backends(&self) -> Monitor {
+        Monitor {
+            tx: self.tx.clone(),
+            all_backends: true,
+        }
     }
 
     /// Client backends opened by the candidates right now; -1 if the monitor failed.
     pub fn connections(&self) -> i64 {
         let (tx, rx) = mpsc::channel();
-        if self.tx.send(Req::Count(tx)).is_err() {
+        if self.tx.send(Req::Count(self.all_backends, tx)).is_err() {
             return -1;
         }
         rx.recv().ok().and_then(|r| r.ok()).unwrap_or(-1)

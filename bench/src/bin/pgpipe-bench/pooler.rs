@@ -1,0 +1,108 @@
+//! The PgBouncer of the PgBouncer scenarios: the tests' harness's, started by the benchmark in
+//! front of its throwaway cluster (transaction mode, `default_pool_size` = [`PGBOUNCER_POOL`]),
+//! or one named by [`URL_VAR`] in front of a given server.
+
+use std::sync::{Arc, Mutex};
+
+use pgpipe_tests::{PgBouncer, PoolMode};
+
+use crate::engine::ClientCount;
+use crate::plan::PGBOUNCER_POOL;
+
+/// Names a PgBouncer (transaction mode) in front of the server given by `--url` /
+/// `DATABASE_URL`; without it, the PgBouncer scenarios are skipped against a given server.
+pub const URL_VAR: &str = "PGPIPE_BENCH_PGBOUNCER_URL";
+
+/// Where the PgBouncer scenarios connect.
+pub struct Bouncer {
+    /// The URL candidates use (user, password, database; host and port of PgBouncer).
+    pub url: String,
+    /// That URL parsed.
+    pub base: pgpipe::Config,
+    /// The benchmark's own PgBouncer (restarted between runs, asked for its clients); None
+    /// for one named by [`URL_VAR`].
+    own: Option<Arc<Mutex<PgBouncer>>>,
+}
+
+impl Bouncer {
+    /// Starts the harness's PgBouncer in front of the throwaway cluster on `upstream`.
+    pub fn start(upstream: u16) -> Result<Bouncer, String> {
+        let b = PgBouncer::start(upstream, PoolMode::Transaction, PGBOUNCER_POOL)
+            .map_err(|e| e.to_string())?;
+        let url = b.url();
+        Ok(Bouncer {
+            base: pgpipe::Config::parse(&url).map_err(|e| e.to_string())?,
+            url,
+            own: Some(Arc::new(Mutex::new(b))),
+        })
+    }
+
+    /// A PgBouncer someone else runs, by URL.
+    pub fn external(url: String) -> Result<Bouncer, String> {
+        Ok(Bouncer {
+            base: pgpipe::Config::parse(&url).map_err(|e| format!("{URL_VAR}: {e}"))?,
+            url,
+            own: None,
+        })
+    }
+
+    /// Whether the benchmark started it (and can restart it and read its console).
+    pub fn is_own(&self) -> bool {
+        self.own.is_some()
+    }
+
+    /// Counts the clients connected to the pooled database (admin console `SHOW CLIENTS`);
+    /// None for a PgBouncer the benchmark did not start.
+    pub fn client_count(&self) -> Option<ClientCount> {
+        let own = self.own.clone()?;
+        Some(Arc::new(move || {
+            let b = own.lock().ok()?;
+            b.admin("SHOW CLIENTS").ok().map(|out| count_clients(&out))
+        }))
+    }
+
+    /// Between runs: restarts the benchmark's own PgBouncer, so that every run starts with an
+    /// empty pool (its server connections closed) and no client left over.
+    pub fn reset(&self) -> Result<(), String> {
+        match &self.own {
+            Some(b) => b
+                .lock()
+                .map_err(|_| "PgBouncer lock poisoned".to_string())?
+                .restart()
+                .map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Client connections in `SHOW CLIENTS` output (psql unaligned, tuples only: `type|user|
+/// database|state|...` per line), the admin console's own (database `pgbouncer`) left out.
+pub fn count_clients(show_clients: &str) -> i64 {
+    show_clients
+        .lines()
+        .filter(|l| {
+            let mut f = l.split('|');
+            f.next().map(str::trim) == Some("C")
+                && f.nth(1).map(str::trim).is_some_and(|db| db != "pgbouncer")
+        })
+        .count() as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_clients_but_the_console() {
+        let out = "\
+C|postgres|postgres|active|127.0.0.1|40000|127.0.0.1|6432|2024-01-01 00:00:00 UTC|2024-01-01 00:00:00 UTC|0|0|0|0x1|0x2|0|
+C|postgres|postgres|waiting|127.0.0.1|40002|127.0.0.1|6432|x|x|0|0|0|0x3||0|
+C|postgres|pgbouncer|active|127.0.0.1|40004|127.0.0.1|6432|x|x|0|0|0|0x4||0|
+garbage
+|||
+";
+        assert_eq!(count_clients(out), 2);
+        assert_eq!(count_clients(""), 0);
+        assert_eq!(count_clients("C"), 0);
+    }
+}
