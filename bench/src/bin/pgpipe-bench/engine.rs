@@ -57,7 +57,12 @@ pub struct Job {
     /// Counts the candidate's client connections at the end of the window, where the server's
     /// count does not tell (behind PgBouncer: its `SHOW CLIENTS`).
     pub client_count: Option<ClientCount>,
+    /// Reads the CPU time of the pooler the candidate goes through (another process).
+    pub pooler_cpu: Option<PoolerCpu>,
 }
+
+/// See [`Job::pooler_cpu`].
+pub type PoolerCpu = Arc<dyn Fn() -> Option<Duration> + Send + Sync>;
 
 /// See [`Job::client_count`].
 pub type ClientCount = Arc<dyn Fn() -> Option<i64> + Send + Sync>;
@@ -81,6 +86,8 @@ pub struct Measurement {
     pub machine_cpu_us: f64,
     /// The delay proxy's thread, per op (0 when connecting directly).
     pub proxy_cpu_us: f64,
+    /// Through PgBouncer: its process's CPU (user + system, 10 ms resolution) per op.
+    pub pooler_cpu_us: Option<f64>,
     /// Latency in µs: from the op's start (closed loop), from its scheduled time (open loop),
     /// from the common start (pool ceiling).
     pub p50_us: f64,
@@ -372,6 +379,7 @@ struct Snapshot {
     process: Duration,
     helpers: Duration,
     proxy: Duration,
+    pooler: Option<Duration>,
     machine: MachineCpu,
     fill: Option<pgpipe::ConnStats>,
 }
@@ -384,6 +392,7 @@ fn snapshot<D: Db>(db: &D, job: &Job, generator: Option<ThreadCpuClock>) -> Snap
         process: sys::process_cpu(),
         helpers: proxy + gen,
         proxy,
+        pooler: job.pooler_cpu.as_ref().and_then(|f| f()),
         machine: MachineCpu::read(),
         fill: db.fill(),
     }
@@ -424,6 +433,10 @@ fn measurement(a: &Snapshot, b: &Snapshot, conns: i64, job: &Job) -> Measurement
             client_cpu_us: per_op(client),
             machine_cpu_us: per_op(b.machine.busy_since(&a.machine)),
             proxy_cpu_us: per_op(b.proxy.saturating_sub(a.proxy)),
+            pooler_cpu_us: a
+                .pooler
+                .zip(b.pooler)
+                .map(|(x, y)| per_op(y.saturating_sub(x))),
             p50_us: q(0.5),
             p90_us: q(0.9),
             p99_us: q(0.99),

@@ -624,6 +624,7 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
                     unnamed: via.is_some(),
                     start_at: None,
                     client_count: via.and_then(|b| b.client_count()),
+                    pooler_cpu: via.and_then(|b| b.cpu_clock()),
                 };
                 let mut outcome = if sc.procs > 1 {
                     procs::run(&job, sc.procs, via.map_or(url.as_str(), |b| b.url.as_str()))

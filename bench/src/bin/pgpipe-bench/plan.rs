@@ -514,11 +514,13 @@ pub const COPY_CANDIDATES: [&str; 5] = [
 ];
 
 /// The candidates of the `pgbouncer` scenario (point selects through PgBouncer in transaction
-/// mode, pool of 16): pgpipe on 4 pipelined connections, tokio-postgres and deadpool with one
-/// client connection per server connection of PgBouncer's pool, deadpool with more clients
-/// than the pool (they queue inside PgBouncer), and the A/A duplicate.
-pub const PGBOUNCER_CANDIDATES: [&str; 5] = [
+/// mode, pool of 16): pgpipe on 4 pipelined connections (elastic as by default, and fixed at 4
+/// with `-m4`), tokio-postgres and deadpool with one client connection per server connection
+/// of PgBouncer's pool, deadpool with more clients than the pool (they queue inside
+/// PgBouncer), and the A/A duplicate.
+pub const PGBOUNCER_CANDIDATES: [&str; 6] = [
     "pgpipe-tokio-4",
+    "pgpipe-tokio-4-m4",
     "tokio-postgres-16",
     "deadpool-16",
     "deadpool-64",
@@ -533,9 +535,11 @@ pub const PGBOUNCER_QUICK_CANDIDATES: [&str; 3] =
 /// pgpipe on 2 pipelined connections, deadpool with a pool of 16, the A/A duplicate.
 pub const PROCS_CANDIDATES: [&str; 3] = ["pgpipe-tokio-2", "deadpool-16", "pgpipe-tokio-2#2"];
 
-/// The same through PgBouncer, plus deadpool with as many client connections as pgpipe.
-pub const PROCS_PGBOUNCER_CANDIDATES: [&str; 4] = [
+/// The same through PgBouncer, plus pgpipe fixed at its 2 connections (`-m2`, no elastic
+/// ones) and deadpool with as many client connections as that.
+pub const PROCS_PGBOUNCER_CANDIDATES: [&str; 5] = [
     "pgpipe-tokio-2",
+    "pgpipe-tokio-2-m2",
     "deadpool-2",
     "deadpool-16",
     "pgpipe-tokio-2#2",

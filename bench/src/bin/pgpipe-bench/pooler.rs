@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use pgpipe_tests::{PgBouncer, PoolMode};
 
-use crate::engine::ClientCount;
+use crate::engine::{ClientCount, PoolerCpu};
 use crate::plan::PGBOUNCER_POOL;
 
 /// Names a PgBouncer (transaction mode) in front of the server given by `--url` /
@@ -58,6 +58,21 @@ impl Bouncer {
         Some(Arc::new(move || {
             let b = own.lock().ok()?;
             b.admin("SHOW CLIENTS").ok().map(|out| count_clients(&out))
+        }))
+    }
+
+    /// A reader of the benchmark's own PgBouncer's CPU time (user + system, from its pidfile
+    /// and `/proc`); None for one it did not start.
+    pub fn cpu_clock(&self) -> Option<PoolerCpu> {
+        let own = self.own.clone()?;
+        let pidfile = own.lock().ok()?.log_path().with_file_name("pgbouncer.pid");
+        Some(Arc::new(move || {
+            let pid = std::fs::read_to_string(&pidfile)
+                .ok()?
+                .trim()
+                .parse()
+                .ok()?;
+            pgpipe_bench::sys::pid_cpu(pid)
         }))
     }
 

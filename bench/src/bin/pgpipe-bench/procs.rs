@@ -127,6 +127,7 @@ fn child_run() -> Result<String, String> {
         unnamed: spec.unnamed,
         start_at: Some(UNIX_EPOCH + Duration::from_millis(spec.start_at_ms)),
         client_count: None,
+        pooler_cpu: None,
     };
     let m = engine::run(job)?;
     serde_json::to_string(&m).map_err(|e| e.to_string())
@@ -191,15 +192,19 @@ pub fn run(job: &Job, procs: usize, url: &str) -> Result<Measurement, String> {
             .duration_since(SystemTime::now())
             .unwrap_or(Duration::ZERO),
     );
+    let pooler = || job.pooler_cpu.as_ref().and_then(|f| f());
+    let pooler0 = pooler();
     let cpu0 = MachineCpu::read();
     sampler.start();
-    // Client connections near the window's end: right after it the children close theirs.
-    let before_end = job.window.mul_f64(0.9);
+    // Client connections at mid-window: right after it the children close theirs, and on
+    // saturated cores the console's answer can take longer than a tenth of the window.
+    let before_end = job.window.mul_f64(0.5);
     std::thread::sleep(before_end);
     let clients = job.client_count.as_ref().and_then(|f: &ClientCount| f());
     std::thread::sleep(job.window.saturating_sub(before_end));
     sampler.stop();
     let cpu1 = MachineCpu::read();
+    let pooler1 = pooler();
     let server_end = job.monitor.connections();
     let conns = sampler.finish();
 
@@ -243,7 +248,11 @@ pub fn run(job: &Job, procs: usize, url: &str) -> Result<Measurement, String> {
     }
     let mut m = combine(&reports);
     if m.ops > 0 {
-        m.machine_cpu_us = cpu1.busy_since(&cpu0).as_secs_f64() * 1e6 / m.ops as f64;
+        let per_op = |d: Duration| d.as_secs_f64() * 1e6 / m.ops as f64;
+        m.machine_cpu_us = per_op(cpu1.busy_since(&cpu0));
+        m.pooler_cpu_us = pooler0
+            .zip(pooler1)
+            .map(|(a, b)| per_op(b.saturating_sub(a)));
     }
     m.server_connections = server_end;
     m.client_connections = clients;

@@ -49,6 +49,8 @@ pub struct Summary {
     pub client_cpu_us: Figure,
     pub machine_cpu_us: Figure,
     pub proxy_cpu_us: Figure,
+    /// Through PgBouncer: its CPU per op.
+    pub pooler_cpu_us: Option<Figure>,
     pub p50_us: Figure,
     pub p90_us: Figure,
     pub p99_us: Figure,
@@ -117,6 +119,7 @@ impl Summary {
             client_cpu_us: f(|m| m.client_cpu_us),
             machine_cpu_us: f(|m| m.machine_cpu_us),
             proxy_cpu_us: f(|m| m.proxy_cpu_us),
+            pooler_cpu_us: o(|m| m.pooler_cpu_us),
             p50_us: f(|m| m.p50_us),
             p90_us: f(|m| m.p90_us),
             p99_us: f(|m| m.p99_us),
@@ -1189,9 +1192,12 @@ then `query_typed` on its tokio-postgres client (its statement cache unused)";
 fn pooler_table(t: &mut String, s: &ScenarioResult) {
     let _ = writeln!(
         t,
-        "| candidate | client conns | server conns avg | server conns max | ops/s | client CPU µs/op | machine CPU µs/op | p50 | p99 | p99.9 | max | errors | units/readable |"
+        "| candidate | client conns | server conns avg | server conns max | ops/s | client CPU µs/op | PgBouncer CPU µs/op | machine CPU µs/op | p50 | p99 | p99.9 | max | errors | units/readable |"
     );
-    let _ = writeln!(t, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    let _ = writeln!(
+        t,
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+    );
     let procs = if s.procs > 1 {
         format!("{} × ", s.procs)
     } else {
@@ -1206,7 +1212,7 @@ fn pooler_table(t: &mut String, s: &ScenarioResult) {
         let clients = m.client_connections.unwrap_or(m.server_connections);
         let _ = writeln!(
             t,
-            "| {procs}{} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} |",
+            "| {procs}{} | {} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} |",
             c.candidate.name,
             range(&clients, |v| format!("{v:.0}")),
             m.conns_avg
@@ -1215,6 +1221,8 @@ fn pooler_table(t: &mut String, s: &ScenarioResult) {
                 .map_or_else(|| "–".into(), |f| range(&f, |v| format!("{v:.0}"))),
             range(&m.throughput, thousands),
             range(&m.client_cpu_us, |v| format!("{v:.1}")),
+            m.pooler_cpu_us
+                .map_or_else(|| "–".into(), |f| format!("{:.1}", f.median)),
             m.machine_cpu_us.median,
             ms(m.p50_us.median),
             ms(m.p99_us.median),
@@ -1227,16 +1235,16 @@ fn pooler_table(t: &mut String, s: &ScenarioResult) {
     }
     let _ = writeln!(
         t,
-        "\nclient conns = {} at the window's end ({}); server conns = every client backend of the server but the monitor's, sampled every {} ms over the window (pg_stat_activity); errors include wrong answers (a point select answered with another key's row).",
+        "\nclient conns = {} ({}); server conns = every client backend of the server but the monitor's, sampled every {} ms over the window (pg_stat_activity); errors include wrong answers (a point select answered with another key's row).",
         if s.via == Via::PgBouncer {
             "connections to PgBouncer (its SHOW CLIENTS)"
         } else {
             "the candidate's server backends"
         },
         if s.procs > 1 {
-            "all processes, counted at 90% of the window"
+            "all processes, counted at mid-window"
         } else {
-            "median over rounds"
+            "at the window's end, median over rounds"
         },
         crate::engine::CONN_SAMPLE_EVERY.as_millis()
     );
