@@ -532,8 +532,14 @@ pub const PGBOUNCER_QUICK_CANDIDATES: [&str; 3] =
     ["pgpipe-tokio-2", "tokio-postgres-4", "deadpool-8"];
 
 /// The candidates of the 8-process scenario straight to the server (each per process):
-/// pgpipe on 2 pipelined connections, deadpool with a pool of 16, the A/A duplicate.
-pub const PROCS_CANDIDATES: [&str; 3] = ["pgpipe-tokio-2", "deadpool-16", "pgpipe-tokio-2#2"];
+/// pgpipe on 2 pipelined connections (elastic as by default, and fixed with `-m2`), deadpool
+/// with a pool of 16, the A/A duplicate.
+pub const PROCS_CANDIDATES: [&str; 4] = [
+    "pgpipe-tokio-2",
+    "pgpipe-tokio-2-m2",
+    "deadpool-16",
+    "pgpipe-tokio-2#2",
+];
 
 /// The same through PgBouncer, plus pgpipe fixed at its 2 connections (`-m2`, no elastic
 /// ones) and deadpool with as many client connections as that.
