@@ -13,7 +13,9 @@ enum Req {
     /// Count the candidates' backends (`false`) or every client backend but the monitor's
     /// (`true`).
     Count(bool, mpsc::Sender<Result<i64, String>>),
-    Query(String, mpsc::Sender<Result<Vec<String>, String>>),
+    /// A simple-protocol query; every row's first column, or (`true`) all its columns joined
+    /// by `|`.
+    Query(String, bool, mpsc::Sender<Result<Vec<String>, String>>),
 }
 
 /// Handle to the monitor thread; cheap to clone, usable from any thread (calls block).
@@ -86,7 +88,7 @@ impl Monitor {
                                     r.map(|row| row.get::<_, i64>(0)).map_err(|e| e.to_string());
                                 let _ = reply.send(r);
                             }
-                            Req::Query(sql, reply) => {
+                            Req::Query(sql, all_columns, reply) => {
                                 let r = client
                                     .simple_query(&sql)
                                     .await
@@ -94,7 +96,11 @@ impl Monitor {
                                         msgs.into_iter()
                                             .filter_map(|m| match m {
                                                 tokio_postgres::SimpleQueryMessage::Row(r) => {
-                                                    Some(r.get(0).unwrap_or("").to_owned())
+                                                    let n = if all_columns { r.len() } else { 1 };
+                                                    let cols: Vec<&str> = (0..n)
+                                                        .map(|i| r.get(i).unwrap_or(""))
+                                                        .collect();
+                                                    Some(cols.join("|"))
                                                 }
                                                 _ => None,
                                             })
@@ -148,7 +154,17 @@ impl Monitor {
     pub fn query(&self, sql: &str) -> Result<Vec<String>, String> {
         let (tx, rx) = mpsc::channel();
         self.tx
-            .send(Req::Query(sql.into(), tx))
+            .send(Req::Query(sql.into(), false, tx))
+            .map_err(|_| "monitor gone".to_string())?;
+        rx.recv().map_err(|_| "monitor gone".to_string())?
+    }
+
+    /// Every row `sql` returns, its columns joined by `|` (simple protocol; also what
+    /// PgBouncer's admin console speaks).
+    pub fn query_rows(&self, sql: &str) -> Result<Vec<String>, String> {
+        let (tx, rx) = mpsc::channel();
+        self.tx
+            .send(Req::Query(sql.into(), true, tx))
             .map_err(|_| "monitor gone".to_string())?;
         rx.recv().map_err(|_| "monitor gone".to_string())?
     }

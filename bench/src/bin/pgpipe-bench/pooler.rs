@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use pgpipe_tests::{PgBouncer, PoolMode};
 
 use crate::engine::{ClientCount, PoolerCpu};
+use crate::monitor::Monitor;
 use crate::plan::PGBOUNCER_POOL;
 
 /// Names a PgBouncer (transaction mode) in front of the server given by `--url` /
@@ -22,6 +23,9 @@ pub struct Bouncer {
     /// The benchmark's own PgBouncer (restarted between runs, asked for its clients); None
     /// for one named by [`URL_VAR`].
     own: Option<Arc<Mutex<PgBouncer>>>,
+    /// A connection to its admin console (database `pgbouncer`), kept open so that counting
+    /// clients costs one query, not a process; reopened after every restart.
+    admin: Arc<Mutex<Option<Monitor>>>,
 }
 
 impl Bouncer {
@@ -30,11 +34,35 @@ impl Bouncer {
         let b = PgBouncer::start(upstream, PoolMode::Transaction, PGBOUNCER_POOL)
             .map_err(|e| e.to_string())?;
         let url = b.url();
-        Ok(Bouncer {
+        let bouncer = Bouncer {
             base: pgpipe::Config::parse(&url).map_err(|e| e.to_string())?,
             url,
             own: Some(Arc::new(Mutex::new(b))),
-        })
+            admin: Arc::new(Mutex::new(None)),
+        };
+        bouncer.connect_admin();
+        Ok(bouncer)
+    }
+
+    /// (Re)opens the admin console connection of the benchmark's own PgBouncer; on failure
+    /// client counts are left out (–) until the next try.
+    fn connect_admin(&self) {
+        if self.own.is_none() {
+            return;
+        }
+        let url = format!(
+            "postgres://{}@{}:{}/pgbouncer",
+            self.base.user, self.base.host, self.base.port
+        );
+        let m = pgpipe::Config::parse(&url)
+            .map_err(|e| e.to_string())
+            .and_then(|c| Monitor::start(&c));
+        if let Err(e) = &m {
+            eprintln!("\npgpipe-bench: PgBouncer's admin console: {e}");
+        }
+        if let Ok(mut slot) = self.admin.lock() {
+            *slot = m.ok();
+        }
     }
 
     /// A PgBouncer someone else runs, by URL.
@@ -43,6 +71,7 @@ impl Bouncer {
             base: pgpipe::Config::parse(&url).map_err(|e| format!("{URL_VAR}: {e}"))?,
             url,
             own: None,
+            admin: Arc::new(Mutex::new(None)),
         })
     }
 
@@ -54,10 +83,18 @@ impl Bouncer {
     /// Counts the clients connected to the pooled database (admin console `SHOW CLIENTS`);
     /// None for a PgBouncer the benchmark did not start.
     pub fn client_count(&self) -> Option<ClientCount> {
-        let own = self.own.clone()?;
+        self.own.as_ref()?;
+        let admin = self.admin.clone();
         Some(Arc::new(move || {
-            let b = own.lock().ok()?;
-            b.admin("SHOW CLIENTS").ok().map(|out| count_clients(&out))
+            let mut slot = admin.lock().ok()?;
+            let rows = slot.as_ref()?.query_rows("SHOW CLIENTS");
+            match rows {
+                Ok(rows) => Some(count_clients(&rows.join("\n"))),
+                Err(_) => {
+                    *slot = None;
+                    None
+                }
+            }
         }))
     }
 
@@ -79,19 +116,24 @@ impl Bouncer {
     /// Between runs: restarts the benchmark's own PgBouncer, so that every run starts with an
     /// empty pool (its server connections closed) and no client left over.
     pub fn reset(&self) -> Result<(), String> {
-        match &self.own {
-            Some(b) => b
-                .lock()
-                .map_err(|_| "PgBouncer lock poisoned".to_string())?
-                .restart()
-                .map_err(|e| e.to_string()),
-            None => Ok(()),
+        let Some(b) = &self.own else {
+            return Ok(());
+        };
+        // The console connection dies with the old process.
+        if let Ok(mut slot) = self.admin.lock() {
+            *slot = None;
         }
+        b.lock()
+            .map_err(|_| "PgBouncer lock poisoned".to_string())?
+            .restart()
+            .map_err(|e| e.to_string())?;
+        self.connect_admin();
+        Ok(())
     }
 }
 
-/// Client connections in `SHOW CLIENTS` output (psql unaligned, tuples only: `type|user|
-/// database|state|...` per line), the admin console's own (database `pgbouncer`) left out.
+/// Client connections in `SHOW CLIENTS` rows (columns joined by `|`: `type|user|database|
+/// state|...`, one row a line), the admin console's own (database `pgbouncer`) left out.
 pub fn count_clients(show_clients: &str) -> i64 {
     show_clients
         .lines()

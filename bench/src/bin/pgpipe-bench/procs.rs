@@ -197,7 +197,7 @@ pub fn run(job: &Job, procs: usize, url: &str) -> Result<Measurement, String> {
     let cpu0 = MachineCpu::read();
     sampler.start();
     // Client connections at mid-window: right after it the children close theirs, and on
-    // saturated cores the console's answer can take longer than a tenth of the window.
+    // saturated cores the console's answer can take a while.
     let before_end = job.window.mul_f64(0.5);
     std::thread::sleep(before_end);
     let clients = job.client_count.as_ref().and_then(|f: &ClientCount| f());
