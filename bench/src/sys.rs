@@ -51,6 +51,28 @@ impl ThreadCpuClock {
     }
 }
 
+/// User + system CPU time of another process so far (`/proc/PID/stat`, in clock ticks, so to
+/// 10 ms here); `None` if it is gone or unreadable.
+pub fn pid_cpu(pid: u32) -> Option<Duration> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let ticks = stat_cpu_ticks(&text)?;
+    // SAFETY: `sysconf` takes a constant and has no memory effects.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| Duration::from_secs_f64(ticks as f64 / hz as f64))
+}
+
+/// utime + stime (fields 14 and 15) of a `/proc/PID/stat` line, in clock ticks. The command
+/// name (field 2) is in parentheses and may itself hold spaces and parentheses, so fields are
+/// counted from the last `)`.
+pub fn stat_cpu_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // After the name: state is field 3, so utime (14) is the 12th and stime the 13th.
+    let mut f = rest.split_whitespace().skip(11);
+    let utime: u64 = f.next()?.parse().ok()?;
+    let stime: u64 = f.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
 /// Sets the calling thread's timer slack (`PR_SET_TIMERSLACK`): the kernel may otherwise delay
 /// a timed wake-up by its default 50 µs, which is 5% of a 1 ms simulated delay.
 pub fn set_timer_slack(ns: u64) {
@@ -153,6 +175,16 @@ mod tests {
         let m = MachineCpu::parse(s).unwrap();
         assert_eq!(m.total, 100 + 5 + 50 + 1000 + 20 + 1 + 2 + 3);
         assert_eq!(m.busy, m.total - 1020);
+    }
+
+    #[test]
+    fn pid_stat_cpu() {
+        let line =
+            "4242 (pg bouncer) (x)) S 1 4242 4242 0 -1 4194560 300 0 0 0 17 5 0 0 20 0 1 0 100";
+        assert_eq!(stat_cpu_ticks(line), Some(22));
+        assert_eq!(stat_cpu_ticks("4242 (x) S 1 2"), None);
+        assert_eq!(stat_cpu_ticks("no parenthesis"), None);
+        assert!(pid_cpu(std::process::id()).is_some());
     }
 
     #[test]

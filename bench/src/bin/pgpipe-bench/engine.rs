@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use hdrhistogram::Histogram;
 use pgpipe_bench::sys::{self, MachineCpu, ThreadCpuClock};
@@ -47,7 +47,25 @@ pub struct Job {
     /// The root certificate (PEM) TLS candidates verify the server against; plaintext
     /// candidates ignore it. A TLS candidate without one fails.
     pub root_cert: Option<PathBuf>,
+    /// Behind a transaction-mode pooler: no named statements. pgpipe runs with
+    /// `named_statements = false`; tokio-postgres and deadpool use `query_typed` (Parse of the
+    /// unnamed statement, Bind, Execute, Sync in one round trip) instead of prepared statements.
+    pub unnamed: bool,
+    /// Closed loop: when the measured window starts (wall clock), instead of `warmup` after
+    /// connecting; the processes of a many-process run share it.
+    pub start_at: Option<SystemTime>,
+    /// Counts the candidate's client connections at the end of the window, where the server's
+    /// count does not tell (behind PgBouncer: its `SHOW CLIENTS`).
+    pub client_count: Option<ClientCount>,
+    /// Reads the CPU time of the pooler the candidate goes through (another process).
+    pub pooler_cpu: Option<PoolerCpu>,
 }
+
+/// See [`Job::pooler_cpu`].
+pub type PoolerCpu = Arc<dyn Fn() -> Option<Duration> + Send + Sync>;
+
+/// See [`Job::client_count`].
+pub type ClientCount = Arc<dyn Fn() -> Option<i64> + Send + Sync>;
 
 /// The figures of one run's measured window.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -68,6 +86,8 @@ pub struct Measurement {
     pub machine_cpu_us: f64,
     /// The delay proxy's thread, per op (0 when connecting directly).
     pub proxy_cpu_us: f64,
+    /// Through PgBouncer: its process's CPU (user + system, 10 ms resolution) per op.
+    pub pooler_cpu_us: Option<f64>,
     /// Latency in µs: from the op's start (closed loop), from its scheduled time (open loop),
     /// from the common start (pool ceiling).
     pub p50_us: f64,
@@ -80,6 +100,9 @@ pub struct Measurement {
     pub samples: u64,
     /// Client backends of the server at the end of the window (pg_stat_activity).
     pub server_connections: i64,
+    /// The candidate's client connections at the end of the window where they are not its
+    /// server backends (through PgBouncer: its `SHOW CLIENTS`); None where not counted.
+    pub client_connections: Option<i64>,
     /// Mean of the candidate's server backends, sampled every `CONN_SAMPLE_EVERY` over the
     /// window by a thread of its own (None if no sample succeeded).
     pub conns_avg: Option<f64>,
@@ -155,6 +178,8 @@ pub struct Measurement {
 pub enum Op {
     /// `POINT_SQL` with this aid.
     Point(i32),
+    /// `POINT_ID_SQL` with this aid; the aid that comes back must be this one.
+    PointId(i32),
     /// `SELECT1_SQL`.
     Select1,
     /// `UPDATE_SQL`, then `POINT_SQL` of the same row.
@@ -166,6 +191,9 @@ pub enum Op {
 }
 
 pub const POINT_SQL: &str = "SELECT abalance FROM pgpipe_bench_accounts WHERE aid = $1";
+/// The checked point select: the key comes back with the balance and is compared with the key
+/// asked for.
+pub const POINT_ID_SQL: &str = "SELECT aid, abalance FROM pgpipe_bench_accounts WHERE aid = $1";
 pub const SELECT1_SQL: &str = "SELECT 1";
 pub const UPDATE_SQL: &str =
     "UPDATE pgpipe_bench_accounts SET abalance = abalance + $1 WHERE aid = $2";
@@ -204,6 +232,7 @@ impl Workload {
     fn op(self, rng: &mut Rng, rows: i32) -> Op {
         match self {
             Workload::Point => Op::Point(rng.key(rows)),
+            Workload::PointId => Op::PointId(rng.key(rows)),
             Workload::Select1 => Op::Select1,
             Workload::ReadWrite => Op::ReadWrite {
                 aid: rng.key(rows),
@@ -350,6 +379,7 @@ struct Snapshot {
     process: Duration,
     helpers: Duration,
     proxy: Duration,
+    pooler: Option<Duration>,
     machine: MachineCpu,
     fill: Option<pgpipe::ConnStats>,
 }
@@ -362,6 +392,7 @@ fn snapshot<D: Db>(db: &D, job: &Job, generator: Option<ThreadCpuClock>) -> Snap
         process: sys::process_cpu(),
         helpers: proxy + gen,
         proxy,
+        pooler: job.pooler_cpu.as_ref().and_then(|f| f()),
         machine: MachineCpu::read(),
         fill: db.fill(),
     }
@@ -402,6 +433,10 @@ fn measurement(a: &Snapshot, b: &Snapshot, conns: i64, job: &Job) -> Measurement
             client_cpu_us: per_op(client),
             machine_cpu_us: per_op(b.machine.busy_since(&a.machine)),
             proxy_cpu_us: per_op(b.proxy.saturating_sub(a.proxy)),
+            pooler_cpu_us: a
+                .pooler
+                .zip(b.pooler)
+                .map(|(x, y)| per_op(y.saturating_sub(x))),
             p50_us: q(0.5),
             p90_us: q(0.9),
             p99_us: q(0.99),
@@ -410,6 +445,7 @@ fn measurement(a: &Snapshot, b: &Snapshot, conns: i64, job: &Job) -> Measurement
             max_us: h.max() as f64 / 1e3,
             samples: h.len(),
             server_connections: conns,
+            client_connections: None,
             conns_avg: None,
             conns_max: None,
             conns_samples: 0,
@@ -600,7 +636,13 @@ async fn closed<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, tasks: usize) -> Mea
         });
     }
     drop(wg);
-    rt.sleep(job.warmup).await;
+    let warmup = match job.start_at {
+        Some(at) => at
+            .duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+        None => job.warmup,
+    };
+    rt.sleep(warmup).await;
     let a = snapshot(&db, job, None);
     REC.with(|r| r.t0.set(Some(a.at)));
     sampler.start();
@@ -613,6 +655,7 @@ async fn closed<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, tasks: usize) -> Mea
     sampler.stop();
     let conns = job.monitor.connections();
     let mut m = measurement(&a, &b, conns, job);
+    m.client_connections = job.client_count.as_ref().and_then(|f| f());
     let unfinished = (!drained(&rt, wg_wait).await).then(|| live.get());
     settle(
         &mut m,
@@ -853,6 +896,11 @@ impl<R: pgpipe::Adapter> Db for PgpipeDb<R> {
                 let row = c.query_one(POINT_SQL, &[&aid]).await.map_err(err)?;
                 row.try_get::<_, i32>(0).map_err(err)?;
             }
+            Op::PointId(aid) => {
+                let row = c.query_one(POINT_ID_SQL, &[&aid]).await.map_err(err)?;
+                check_key(aid, row.try_get::<_, i32>(0).map_err(err)?)?;
+                row.try_get::<_, i32>(1).map_err(err)?;
+            }
             Op::Select1 => {
                 let row = c.query_one(SELECT1_SQL, &[]).await.map_err(err)?;
                 check_one(row.try_get::<_, i32>(0).map_err(err)?)?;
@@ -893,6 +941,17 @@ fn check_one(v: i32) -> Result<(), String> {
     }
 }
 
+/// A point select's answer must be the row asked for.
+fn check_key(asked: i32, got: i32) -> Result<(), String> {
+    if asked == got {
+        Ok(())
+    } else {
+        Err(format!(
+            "wrong answer: asked for aid {asked}, got the row of aid {got}"
+        ))
+    }
+}
+
 fn check_rows(n: usize) -> Result<(), String> {
     if n == 1 {
         Ok(())
@@ -909,10 +968,17 @@ fn check_updated(n: u64) -> Result<(), String> {
     }
 }
 
-/// One tokio-postgres connection with its statements prepared once, as a careful user would.
+/// One tokio-postgres connection with its statements prepared once, as a careful user would;
+/// behind a transaction-mode pooler (`unnamed`) none, every op through `query_typed`.
 struct TpgConn {
     client: tokio_postgres::Client,
+    statements: Option<TpgStatements>,
+}
+
+/// The prepared statements of one tokio-postgres connection.
+struct TpgStatements {
     point: tokio_postgres::Statement,
+    point_id: tokio_postgres::Statement,
     select1: tokio_postgres::Statement,
     update: tokio_postgres::Statement,
     sleep: tokio_postgres::Statement,
@@ -920,10 +986,12 @@ struct TpgConn {
 }
 
 impl TpgConn {
-    /// Connects in plaintext, or over TLS through `tls`.
+    /// Connects in plaintext, or over TLS through `tls`; prepares the statements unless
+    /// `unnamed`.
     async fn connect(
         cfg: &tokio_postgres::Config,
         tls: Option<&tokio_postgres_rustls::MakeRustlsConnect>,
+        unnamed: bool,
     ) -> Result<TpgConn, String> {
         let client = match tls {
             None => {
@@ -941,27 +1009,91 @@ impl TpgConn {
                 client
             }
         };
+        if unnamed {
+            return Ok(TpgConn {
+                client,
+                statements: None,
+            });
+        }
         Ok(TpgConn {
-            point: client.prepare(POINT_SQL).await.map_err(err)?,
-            select1: client.prepare(SELECT1_SQL).await.map_err(err)?,
-            update: client.prepare(UPDATE_SQL).await.map_err(err)?,
-            sleep: client.prepare(SLEEP_SQL).await.map_err(err)?,
-            slow: client.prepare(HOL_SLOW_SQL).await.map_err(err)?,
+            statements: Some(TpgStatements {
+                point: client.prepare(POINT_SQL).await.map_err(err)?,
+                point_id: client.prepare(POINT_ID_SQL).await.map_err(err)?,
+                select1: client.prepare(SELECT1_SQL).await.map_err(err)?,
+                update: client.prepare(UPDATE_SQL).await.map_err(err)?,
+                sleep: client.prepare(SLEEP_SQL).await.map_err(err)?,
+                slow: client.prepare(HOL_SLOW_SQL).await.map_err(err)?,
+            }),
             client,
         })
     }
 }
 
+/// One op through `query_typed`: the unnamed statement parsed, bound and executed in one
+/// round trip with the parameter types given, nothing prepared (what works behind a
+/// transaction-mode pooler that cannot carry named statements).
+async fn tpg_typed_op(c: &tokio_postgres::Client, op: Op) -> Result<(), String> {
+    use tokio_postgres::types::Type;
+    match op {
+        Op::Point(aid) => {
+            let row = c
+                .query_typed_one(POINT_SQL, &[(&aid, Type::INT4)])
+                .await
+                .map_err(err)?;
+            row.try_get::<_, i32>(0).map_err(err)?;
+        }
+        Op::PointId(aid) => {
+            let row = c
+                .query_typed_one(POINT_ID_SQL, &[(&aid, Type::INT4)])
+                .await
+                .map_err(err)?;
+            check_key(aid, row.try_get::<_, i32>(0).map_err(err)?)?;
+            row.try_get::<_, i32>(1).map_err(err)?;
+        }
+        Op::Select1 => {
+            let row = c.query_typed_one(SELECT1_SQL, &[]).await.map_err(err)?;
+            check_one(row.try_get::<_, i32>(0).map_err(err)?)?;
+        }
+        Op::ReadWrite { aid, delta } => {
+            let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 2] =
+                [(&delta, Type::INT4), (&aid, Type::INT4)];
+            let stream = c.query_typed_raw(UPDATE_SQL, params).await.map_err(err)?;
+            let mut stream = std::pin::pin!(stream);
+            while let Some(r) = futures_lite::StreamExt::next(&mut stream).await {
+                r.map_err(err)?;
+            }
+            check_updated(stream.rows_affected().unwrap_or(0))?;
+            let row = c
+                .query_typed_one(POINT_SQL, &[(&aid, Type::INT4)])
+                .await
+                .map_err(err)?;
+            row.try_get::<_, i32>(0).map_err(err)?;
+        }
+        Op::Sleep(s) => {
+            c.query_typed(SLEEP_SQL, &[(&s, Type::FLOAT8)])
+                .await
+                .map_err(err)?;
+        }
+        Op::Slow => check_rows(c.query_typed(HOL_SLOW_SQL, &[]).await.map_err(err)?.len())?,
+    }
+    Ok(())
+}
+
 async fn tpg_op(
     c: &tokio_postgres::Client,
     op: Op,
-    st: [&tokio_postgres::Statement; 5],
+    st: [&tokio_postgres::Statement; 6],
 ) -> Result<(), String> {
-    let [point, select1, update, sleep, slow] = st;
+    let [point, point_id, select1, update, sleep, slow] = st;
     match op {
         Op::Point(aid) => {
             let row = c.query_one(point, &[&aid]).await.map_err(err)?;
             row.try_get::<_, i32>(0).map_err(err)?;
+        }
+        Op::PointId(aid) => {
+            let row = c.query_one(point_id, &[&aid]).await.map_err(err)?;
+            check_key(aid, row.try_get::<_, i32>(0).map_err(err)?)?;
+            row.try_get::<_, i32>(1).map_err(err)?;
         }
         Op::Select1 => {
             let row = c.query_one(select1, &[]).await.map_err(err)?;
@@ -996,12 +1128,24 @@ impl Db for TpgDb {
     }
     async fn op(&self, op: Op) -> Result<(), String> {
         let c = &self.conns[self.mine];
-        tpg_op(
-            &c.client,
-            op,
-            [&c.point, &c.select1, &c.update, &c.sleep, &c.slow],
-        )
-        .await
+        match &c.statements {
+            Some(s) => {
+                tpg_op(
+                    &c.client,
+                    op,
+                    [
+                        &s.point,
+                        &s.point_id,
+                        &s.select1,
+                        &s.update,
+                        &s.sleep,
+                        &s.slow,
+                    ],
+                )
+                .await
+            }
+            None => tpg_typed_op(&c.client, op).await,
+        }
     }
 
     async fn bulk(
@@ -1014,15 +1158,21 @@ impl Db for TpgDb {
     }
 }
 
-/// deadpool-postgres: check a connection out per op, statements from its per-connection cache.
+/// deadpool-postgres: check a connection out per op, statements from its per-connection cache;
+/// behind a transaction-mode pooler (`unnamed`, the second field) no cache, every op through
+/// its client's `query_typed`.
 #[derive(Clone)]
-struct DeadpoolDb(deadpool_postgres::Pool);
+struct DeadpoolDb(deadpool_postgres::Pool, bool);
 
 impl Db for DeadpoolDb {
     async fn op(&self, op: Op) -> Result<(), String> {
         let c = self.0.get().await.map_err(err)?;
+        if self.1 {
+            return tpg_typed_op(&c, op).await;
+        }
         let sql = match op {
             Op::Point(_) => POINT_SQL,
+            Op::PointId(_) => POINT_ID_SQL,
             Op::Select1 => SELECT1_SQL,
             Op::ReadWrite { .. } => UPDATE_SQL,
             Op::Sleep(_) => SLEEP_SQL,
@@ -1037,7 +1187,7 @@ impl Db for DeadpoolDb {
                 row.try_get::<_, i32>(0).map_err(err)?;
                 Ok(())
             }
-            op => tpg_op(&c, op, [&st, &st, &st, &st, &st]).await,
+            op => tpg_op(&c, op, [&st, &st, &st, &st, &st, &st]).await,
         }
     }
 }
@@ -1059,6 +1209,11 @@ impl Job {
         }
         c.pipeline_size = self.cand.conns;
         c.application_name = Some(crate::monitor::APP_NAME.into());
+        if self.unnamed {
+            // Set explicitly; pgpipe would also detect the pooler on the first vanished
+            // statement and switch by itself.
+            c.named_statements = false;
+        }
         if let Some(w) = self.cand.max_in_flight {
             c.max_in_flight = w;
         }
@@ -1231,7 +1386,7 @@ fn run_tokio(job: &Job, which: TokioClient) -> Result<Measurement, String> {
                 let tls = job.tpg_tls()?;
                 let mut conns = Vec::with_capacity(job.cand.conns);
                 for _ in 0..job.cand.conns {
-                    conns.push(TpgConn::connect(&cfg, tls.as_ref()).await?);
+                    conns.push(TpgConn::connect(&cfg, tls.as_ref(), job.unnamed).await?);
                 }
                 let db = TpgDb {
                     conns: Rc::new(conns),
@@ -1257,7 +1412,7 @@ fn run_tokio(job: &Job, which: TokioClient) -> Result<Measurement, String> {
                     .max_size(job.cand.conns)
                     .build()
                     .map_err(err)?;
-                let m = drive(DeadpoolDb(pool.clone()), TokioLocal, job).await;
+                let m = drive(DeadpoolDb(pool.clone(), job.unnamed), TokioLocal, job).await;
                 pool.close();
                 Ok(m)
             }

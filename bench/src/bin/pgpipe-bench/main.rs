@@ -17,6 +17,8 @@ mod bulk;
 mod engine;
 mod monitor;
 mod plan;
+mod pooler;
+mod procs;
 mod report;
 mod svg;
 
@@ -30,7 +32,7 @@ use pgpipe_bench::proxy::DelayProxy;
 
 use crate::engine::Job;
 use crate::monitor::Monitor;
-use crate::plan::{Candidate, Delay, Kind, Load, Scenario, Settings, Workload};
+use crate::plan::{Candidate, Delay, Kind, Load, Scenario, Settings, Via, Workload};
 use crate::report::{Machine, Report, ScenarioResult};
 
 /// Counts live heap bytes while a bulk run (COPY, streaming) measures them; otherwise one
@@ -56,8 +58,11 @@ usage: cargo run --release -p pgpipe-bench -- [options]
                           e.g. pgpipe-tokio-4-tls, tokio-postgres-4-tls; without it, plaintext
                           (a #2 suffix enters a configuration twice: an A/A control)
   --scenarios LIST        only these scenarios of the default set, by id or tag (see --list), e.g. tls;
-                          copy = the COPY in, COPY out and streamed-read scenarios
-  --workloads LIST        point,select1,rw,ceiling,hol,copy-in,copy-out,stream
+                          copy = the COPY in, COPY out and streamed-read scenarios;
+                          pgbouncer = through PgBouncer (transaction mode, pool 16) and the
+                          many-process ones; procs = the many-process ones
+  --workloads LIST        point,point-id,select1,rw,ceiling,hol,copy-in,copy-out,stream
+                          (point-id: the point select returning its key, checked)
                           (hol: 99% point selects, 1% SELECT pg_sleep(0.02); copy-in/copy-out:
                           binary COPY of --copy-rows rows; stream: the same rows streamed)
   --loads LIST            closed,open
@@ -80,7 +85,11 @@ usage: cargo run --release -p pgpipe-bench -- [options]
 
 Without --workloads/--loads/--delays the curated default set runs (see docs/BENCHMARKS.md);
 with any of them, their cross product (unspecified: point, closed, direct). --candidates
-replaces the candidate list of every scenario.";
+replaces the candidate list of every scenario.
+
+The PgBouncer scenarios start Debian's pgbouncer in front of the throwaway cluster; against a
+given server they run only if PGPIPE_BENCH_PGBOUNCER_URL names a PgBouncer (transaction mode)
+in front of it, and are skipped with a note otherwise.";
 
 struct Args {
     quick: bool,
@@ -338,6 +347,10 @@ impl Progress {
 
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    // A process of a many-process run (procs.rs): not a user command.
+    if argv.first().map(String::as_str) == Some(procs::CHILD_COMMAND) {
+        std::process::exit(procs::child_main());
+    }
     let args = match parse_args(&argv) {
         Ok(a) => a,
         Err(e) if e.is_empty() => {
@@ -446,6 +459,34 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
         }
         plan.retain(|s| !s.candidates.is_empty());
     }
+    // PgBouncer for the scenarios through it: our own in front of the throwaway cluster, or
+    // the one PGPIPE_BENCH_PGBOUNCER_URL names in front of a given server.
+    let mut bouncer = None;
+    if plan.iter().any(|s| s.via == Via::PgBouncer) {
+        let b = match (&cluster, std::env::var(pooler::URL_VAR).ok().filter(|u| !u.is_empty())) {
+            (_, Some(u)) => pooler::Bouncer::external(u).map_err(|e| e.to_string()),
+            (Some(c), None) => pooler::Bouncer::start(c.port()),
+            (None, None) => Err(format!(
+                "the server is given (--url / DATABASE_URL) and {} names no PgBouncer in front of it",
+                pooler::URL_VAR
+            )),
+        };
+        match b {
+            Ok(b) => {
+                eprintln!(
+                    "pgpipe-bench: PgBouncer ({}) on port {}, transaction mode, pool {}",
+                    if b.is_own() { "started here" } else { "given" },
+                    b.base.port,
+                    plan::PGBOUNCER_POOL
+                );
+                bouncer = Some(b);
+            }
+            Err(e) => {
+                eprintln!("pgpipe-bench: SKIPPING the PgBouncer scenarios: {e}");
+                plan.retain(|s| s.via != Via::PgBouncer);
+            }
+        }
+    }
     let runs_total: usize =
         settings.rounds * plan.iter().map(|s| s.candidates.len()).sum::<usize>();
     let monitor = Monitor::start(&base)?;
@@ -536,9 +577,14 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
                 let ci = (k + round * n.div_ceil(settings.rounds.max(1))) % n;
                 let cand = &sc.candidates[ci];
                 let proxy = proxies.iter().find(|(x, _)| *x == sc.delay).map(|p| &p.1);
-                let (host, port, proxy_cpu) = match proxy {
-                    None => (base.host.clone(), base.port, None),
-                    Some(p) => {
+                let via = match (sc.via, &bouncer) {
+                    (Via::PgBouncer, Some(b)) => Some(b),
+                    _ => None,
+                };
+                let (host, port, proxy_cpu) = match (proxy, via) {
+                    (_, Some(b)) => (b.base.host.clone(), b.base.port, None),
+                    (None, None) => (base.host.clone(), base.port, None),
+                    (Some(p), None) => {
                         p.reset_late_max();
                         (
                             "127.0.0.1".to_string(),
@@ -555,6 +601,13 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
                     cand.name
                 ));
                 let (warmup, window) = settings.timing(sc.workload);
+                // Through PgBouncer and with many processes, server connections are every
+                // client backend but the monitor's (PgBouncer's carry other names).
+                let run_monitor = if via.is_some() || sc.procs > 1 {
+                    monitor.all_backends()
+                } else {
+                    monitor.clone()
+                };
                 let job = Job {
                     cand: cand.clone(),
                     workload: sc.workload,
@@ -563,17 +616,33 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
                     window,
                     host,
                     port,
-                    base: base.clone(),
+                    base: via.map_or_else(|| base.clone(), |b| b.base.clone()),
                     rows: settings.rows,
-                    monitor: monitor.clone(),
+                    monitor: run_monitor.clone(),
                     proxy_cpu,
                     root_cert: root_cert.clone(),
+                    unnamed: via.is_some(),
+                    start_at: None,
+                    client_count: via.and_then(|b| b.client_count()),
+                    pooler_cpu: via.and_then(|b| b.cpu_clock()),
                 };
-                let mut outcome = engine::run(job);
+                let mut outcome = if sc.procs > 1 {
+                    procs::run(&job, sc.procs, via.map_or(url.as_str(), |b| b.url.as_str()))
+                } else {
+                    engine::run(job)
+                };
                 if let (Ok(m), Some(p)) = (&mut outcome, proxy) {
                     m.proxy_late_max_us = Some(p.late_max().as_secs_f64() * 1e6);
                 }
-                if !monitor.wait_idle(Duration::from_secs(10)) {
+                if let Some(b) = via {
+                    // The next run starts with an empty pool.
+                    if let Err(e) = b.reset() {
+                        eprintln!("\npgpipe-bench: restarting PgBouncer: {e}");
+                    }
+                }
+                // A PgBouncer the benchmark did not start keeps its server connections.
+                let own_backends = via.is_none_or(|b| b.is_own());
+                if own_backends && !run_monitor.wait_idle(Duration::from_secs(10)) {
                     eprintln!("\npgpipe-bench: {} left server connections open", cand.name);
                 }
                 progress.done += 1;
@@ -625,6 +694,7 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
     }
     progress.finish();
     drop(proxies);
+    drop(bouncer);
 
     let scenarios: Vec<ScenarioResult> = plan
         .iter()

@@ -10,14 +10,23 @@ use std::time::{Duration, Instant};
 pub const APP_NAME: &str = "pgpipe-bench";
 
 enum Req {
-    Count(mpsc::Sender<Result<i64, String>>),
-    Query(String, mpsc::Sender<Result<Vec<String>, String>>),
+    /// Count the candidates' backends (`false`) or every client backend but the monitor's
+    /// (`true`).
+    Count(bool, mpsc::Sender<Result<i64, String>>),
+    /// A simple-protocol query; every row's first column, or (`true`) all its columns joined
+    /// by `|`.
+    Query(String, bool, mpsc::Sender<Result<Vec<String>, String>>),
 }
 
 /// Handle to the monitor thread; cheap to clone, usable from any thread (calls block).
 #[derive(Clone)]
 pub struct Monitor {
     tx: tokio::sync::mpsc::UnboundedSender<Req>,
+    /// Counts every client backend but the monitor's own and the benchmark's setup and monitor
+    /// connections (`application_name` `pgpipe-bench-...`), not only the candidates' by name:
+    /// behind PgBouncer a server connection carries whatever `application_name` its last
+    /// client set, and child processes' backends are counted the same way.
+    all_backends: bool,
 }
 
 impl Monitor {
@@ -63,17 +72,23 @@ impl Monitor {
                     };
                     let count = "SELECT count(*) FROM pg_stat_activity \
                                  WHERE application_name = $1 AND backend_type = 'client backend'";
+                    let count_all = "SELECT count(*) FROM pg_stat_activity \
+                                     WHERE backend_type = 'client backend' \
+                                     AND pid <> pg_backend_pid() \
+                                     AND coalesce(application_name, '') NOT LIKE 'pgpipe-bench-%'";
                     while let Some(req) = rx.recv().await {
                         match req {
-                            Req::Count(reply) => {
-                                let r = client
-                                    .query_one(count, &[&APP_NAME])
-                                    .await
-                                    .map(|row| row.get::<_, i64>(0))
-                                    .map_err(|e| e.to_string());
+                            Req::Count(all, reply) => {
+                                let r = if all {
+                                    client.query_one(count_all, &[]).await
+                                } else {
+                                    client.query_one(count, &[&APP_NAME]).await
+                                };
+                                let r =
+                                    r.map(|row| row.get::<_, i64>(0)).map_err(|e| e.to_string());
                                 let _ = reply.send(r);
                             }
-                            Req::Query(sql, reply) => {
+                            Req::Query(sql, all_columns, reply) => {
                                 let r = client
                                     .simple_query(&sql)
                                     .await
@@ -81,7 +96,11 @@ impl Monitor {
                                         msgs.into_iter()
                                             .filter_map(|m| match m {
                                                 tokio_postgres::SimpleQueryMessage::Row(r) => {
-                                                    Some(r.get(0).unwrap_or("").to_owned())
+                                                    let n = if all_columns { r.len() } else { 1 };
+                                                    let cols: Vec<&str> = (0..n)
+                                                        .map(|i| r.get(i).unwrap_or(""))
+                                                        .collect();
+                                                    Some(cols.join("|"))
                                                 }
                                                 _ => None,
                                             })
@@ -98,13 +117,34 @@ impl Monitor {
         ready_rx
             .recv()
             .map_err(|_| "monitor thread died".to_string())??;
-        Ok(Monitor { tx })
+        Ok(Monitor {
+            tx,
+            all_backends: false,
+        })
+    }
+
+    /// A monitor with no connection (a child process of a many-process run, whose parent
+    /// counts): counts are -1 (unknown), queries fail.
+    pub fn none() -> Monitor {
+        let (tx, _) = tokio::sync::mpsc::unbounded_channel::<Req>();
+        Monitor {
+            tx,
+            all_backends: false,
+        }
+    }
+
+    /// The same monitor counting every client backend but its own (see `all_backends`).
+    pub fn all_backends(&self) -> Monitor {
+        Monitor {
+            tx: self.tx.clone(),
+            all_backends: true,
+        }
     }
 
     /// Client backends opened by the candidates right now; -1 if the monitor failed.
     pub fn connections(&self) -> i64 {
         let (tx, rx) = mpsc::channel();
-        if self.tx.send(Req::Count(tx)).is_err() {
+        if self.tx.send(Req::Count(self.all_backends, tx)).is_err() {
             return -1;
         }
         rx.recv().ok().and_then(|r| r.ok()).unwrap_or(-1)
@@ -114,7 +154,17 @@ impl Monitor {
     pub fn query(&self, sql: &str) -> Result<Vec<String>, String> {
         let (tx, rx) = mpsc::channel();
         self.tx
-            .send(Req::Query(sql.into(), tx))
+            .send(Req::Query(sql.into(), false, tx))
+            .map_err(|_| "monitor gone".to_string())?;
+        rx.recv().map_err(|_| "monitor gone".to_string())?
+    }
+
+    /// Every row `sql` returns, its columns joined by `|` (simple protocol; also what
+    /// PgBouncer's admin console speaks).
+    pub fn query_rows(&self, sql: &str) -> Result<Vec<String>, String> {
+        let (tx, rx) = mpsc::channel();
+        self.tx
+            .send(Req::Query(sql.into(), true, tx))
             .map_err(|_| "monitor gone".to_string())?;
         rx.recv().map_err(|_| "monitor gone".to_string())?
     }

@@ -190,6 +190,10 @@ impl Candidate {
 pub enum Workload {
     /// `SELECT abalance FROM accounts WHERE aid = $1`, random aid.
     Point,
+    /// `SELECT aid, abalance FROM accounts WHERE aid = $1`, random aid, the returned aid
+    /// checked against the one asked for (a wrong answer is an error): the point select of the
+    /// PgBouncer scenarios, where a result handed to the wrong caller must not go unnoticed.
+    PointId,
     /// `SELECT 1`.
     Select1,
     /// `UPDATE ... SET abalance = abalance + $1 WHERE aid = $2`, then the point select of it.
@@ -212,6 +216,7 @@ impl Workload {
     pub fn parse(s: &str) -> Result<Workload, String> {
         match s {
             "point" => Ok(Workload::Point),
+            "point-id" => Ok(Workload::PointId),
             "select1" => Ok(Workload::Select1),
             "rw" => Ok(Workload::ReadWrite),
             "ceiling" | "sleep" => Ok(Workload::Sleep),
@@ -220,7 +225,7 @@ impl Workload {
             "copy-out" => Ok(Workload::CopyOut),
             "stream" => Ok(Workload::Stream),
             _ => Err(format!(
-                "unknown workload {s:?} (point, select1, rw, ceiling, hol, copy-in, copy-out, stream)"
+                "unknown workload {s:?} (point, point-id, select1, rw, ceiling, hol, copy-in, copy-out, stream)"
             )),
         }
     }
@@ -228,6 +233,7 @@ impl Workload {
     pub fn label(self) -> &'static str {
         match self {
             Workload::Point => "point",
+            Workload::PointId => "point-id",
             Workload::Select1 => "select1",
             Workload::ReadWrite => "rw",
             Workload::Sleep => "ceiling",
@@ -321,15 +327,35 @@ impl fmt::Display for Delay {
     }
 }
 
+/// Where the candidates connect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Via {
+    /// To the server (straight, or through the delay proxy).
+    Server,
+    /// Through PgBouncer in transaction mode with [`PGBOUNCER_POOL`] server connections
+    /// (`default_pool_size`). Every candidate runs its statements without names there.
+    PgBouncer,
+}
+
+/// PgBouncer's `default_pool_size` in the PgBouncer scenarios.
+pub const PGBOUNCER_POOL: usize = 16;
+
 /// A workload under a load model at a delay, with the candidates that run it.
 #[derive(Debug, Clone)]
 pub struct Scenario {
     /// Names a scenario of the default set that repeats another's workload, load and delay
-    /// with other candidates (`tls`); it prefixes the id.
+    /// with other candidates (`tls`, `pgbouncer`, ...); it prefixes the id.
     pub tag: Option<&'static str>,
     pub workload: Workload,
     pub load: Load,
     pub delay: Delay,
+    /// To the server, or through PgBouncer.
+    pub via: Via,
+    /// Client processes per run: 1 runs the candidate on a thread of the benchmark itself;
+    /// more start that many child processes of the benchmark binary, each running the
+    /// candidate with its share of the closed loop's tasks, at once, and add up their counts.
+    pub procs: usize,
     pub candidates: Vec<Candidate>,
 }
 
@@ -348,10 +374,16 @@ impl Scenario {
         }
     }
 
-    /// Whether `--scenarios` item `sel` names this scenario: its id, its tag, or `copy` for
-    /// every bulk scenario (COPY in and out, streaming).
+    /// Whether `--scenarios` item `sel` names this scenario: its id, its tag, `copy` for
+    /// every bulk scenario (COPY in and out, streaming), `pgbouncer` for every scenario
+    /// through PgBouncer and every many-process one (the direct one is their baseline),
+    /// `procs` for the many-process ones.
     pub fn selected_by(&self, sel: &str) -> bool {
-        self.id() == sel || self.tag == Some(sel) || (sel == "copy" && self.workload.is_bulk())
+        self.id() == sel
+            || self.tag == Some(sel)
+            || (sel == "copy" && self.workload.is_bulk())
+            || (sel == "pgbouncer" && (self.via == Via::PgBouncer || self.procs > 1))
+            || (sel == "procs" && self.procs > 1)
     }
 }
 
@@ -495,6 +527,47 @@ pub const COPY_CANDIDATES: [&str; 5] = [
     "pgpipe-tokio-1#2",
 ];
 
+/// The candidates of the `pgbouncer` scenario (point selects through PgBouncer in transaction
+/// mode, pool of 16): pgpipe on 4 pipelined connections (elastic as by default, and fixed at 4
+/// with `-m4`), tokio-postgres and deadpool with one client connection per server connection
+/// of PgBouncer's pool, deadpool with more clients than the pool (they queue inside
+/// PgBouncer), and the A/A duplicate.
+pub const PGBOUNCER_CANDIDATES: [&str; 6] = [
+    "pgpipe-tokio-4",
+    "pgpipe-tokio-4-m4",
+    "tokio-postgres-16",
+    "deadpool-16",
+    "deadpool-64",
+    "pgpipe-tokio-4#2",
+];
+
+/// `--quick`'s `pgbouncer` scenario: each kind once.
+pub const PGBOUNCER_QUICK_CANDIDATES: [&str; 3] =
+    ["pgpipe-tokio-2", "tokio-postgres-4", "deadpool-8"];
+
+/// The candidates of the 8-process scenario straight to the server (each per process):
+/// pgpipe on 2 pipelined connections (elastic as by default, and fixed with `-m2`), deadpool
+/// with a pool of 16, the A/A duplicate.
+pub const PROCS_CANDIDATES: [&str; 4] = [
+    "pgpipe-tokio-2",
+    "pgpipe-tokio-2-m2",
+    "deadpool-16",
+    "pgpipe-tokio-2#2",
+];
+
+/// The same through PgBouncer, plus pgpipe fixed at its 2 connections (`-m2`, no elastic
+/// ones) and deadpool with as many client connections as that.
+pub const PROCS_PGBOUNCER_CANDIDATES: [&str; 5] = [
+    "pgpipe-tokio-2",
+    "pgpipe-tokio-2-m2",
+    "deadpool-2",
+    "deadpool-16",
+    "pgpipe-tokio-2#2",
+];
+
+/// `--quick`'s many-process scenario (2 processes through PgBouncer).
+pub const PROCS_QUICK_CANDIDATES: [&str; 2] = ["pgpipe-tokio-2", "deadpool-8"];
+
 /// Whether a candidate kind runs the bulk workloads (deadpool is tokio-postgres underneath).
 pub fn runs_bulk(c: &Candidate) -> bool {
     c.kind != Kind::Deadpool
@@ -509,6 +582,8 @@ fn copy_scenarios(s: &Settings) -> Vec<Scenario> {
             workload,
             load: Load::Rows { rows: s.copy_rows },
             delay: Delay::Direct,
+            via: Via::Server,
+            procs: 1,
             candidates: cands(&COPY_CANDIDATES),
         })
         .collect()
@@ -525,7 +600,16 @@ pub fn default_plan(s: &Settings, quick: bool) -> Vec<Scenario> {
         workload,
         load,
         delay,
+        via: Via::Server,
+        procs: 1,
         candidates,
+    };
+    // Through PgBouncer (transaction mode, pool of PGBOUNCER_POOL), and many processes.
+    let pooled = |tag, via, procs, names: &[&str]| Scenario {
+        tag: Some(tag),
+        via,
+        procs,
+        ..sc(Workload::PointId, closed, Delay::Direct, cands(names))
     };
     // TLS side by side: the headline's workload, load and delay, plaintext and TLS interleaved.
     let tls = |names: &[&str]| Scenario {
@@ -560,6 +644,13 @@ pub fn default_plan(s: &Settings, quick: bool) -> Vec<Scenario> {
             ceiling(
                 &["pgpipe-tokio-1", "tokio-postgres-1", "deadpool-1"],
                 &[1, 4],
+            ),
+            pooled("pgbouncer", Via::PgBouncer, 1, &PGBOUNCER_QUICK_CANDIDATES),
+            pooled(
+                "pgbouncer-procs2",
+                Via::PgBouncer,
+                2,
+                &PROCS_QUICK_CANDIDATES,
             ),
         ];
         plan.extend(copy_scenarios(s));
@@ -636,6 +727,16 @@ pub fn default_plan(s: &Settings, quick: bool) -> Vec<Scenario> {
         ceiling(&CEILING_FAMILIES, &CEILING_SIZES),
     ];
     plan.extend(copy_scenarios(s));
+    plan.extend([
+        pooled("pgbouncer", Via::PgBouncer, 1, &PGBOUNCER_CANDIDATES),
+        pooled("procs8", Via::Server, 8, &PROCS_CANDIDATES),
+        pooled(
+            "pgbouncer-procs8",
+            Via::PgBouncer,
+            8,
+            &PROCS_PGBOUNCER_CANDIDATES,
+        ),
+    ]);
     plan
 }
 
@@ -666,6 +767,8 @@ pub fn custom_plan(
                         queries: s.ceiling_queries,
                     },
                     delay,
+                    via: Via::Server,
+                    procs: 1,
                     candidates: ceiling_candidates(&fams, &CEILING_SIZES),
                 });
             }
@@ -683,6 +786,8 @@ pub fn custom_plan(
                     workload: w,
                     load: Load::Rows { rows: s.copy_rows },
                     delay,
+                    via: Via::Server,
+                    procs: 1,
                     candidates: candidates.clone(),
                 });
             }
@@ -695,6 +800,8 @@ pub fn custom_plan(
                     workload: w,
                     load,
                     delay,
+                    via: Via::Server,
+                    procs: 1,
                     candidates: candidates.to_vec(),
                 });
             }
@@ -856,6 +963,57 @@ mod tests {
         assert_eq!(Workload::Hol.statements(), 1);
         for n in HOL_CANDIDATES {
             Candidate::parse(n).unwrap();
+        }
+    }
+
+    #[test]
+    fn pgbouncer_scenarios() {
+        let s = Settings {
+            rounds: 1,
+            warmup: Duration::ZERO,
+            window: Duration::ZERO,
+            hol_warmup: Duration::ZERO,
+            hol_window: Duration::ZERO,
+            tasks: 1000,
+            rate: 100.0,
+            rows: 10,
+            ceiling_queries: 6,
+            copy_rows: 100,
+        };
+        assert_eq!(Workload::parse("point-id").unwrap(), Workload::PointId);
+        for quick in [false, true] {
+            let plan = default_plan(&s, quick);
+            let picked: Vec<&Scenario> =
+                plan.iter().filter(|s| s.selected_by("pgbouncer")).collect();
+            let ids: Vec<String> = picked.iter().map(|s| s.id()).collect();
+            if quick {
+                assert_eq!(
+                    ids,
+                    [
+                        "pgbouncer-point-id-closed-1000-direct",
+                        "pgbouncer-procs2-point-id-closed-1000-direct"
+                    ]
+                );
+            } else {
+                assert_eq!(
+                    ids,
+                    [
+                        "pgbouncer-point-id-closed-1000-direct",
+                        "procs8-point-id-closed-1000-direct",
+                        "pgbouncer-procs8-point-id-closed-1000-direct"
+                    ]
+                );
+                assert!(picked[0].candidates.iter().any(|c| c.copy == 2));
+                assert_eq!(picked[1].procs, 8);
+                assert_eq!(picked[1].via, Via::Server);
+                assert!(picked[1].selected_by("procs"));
+            }
+            assert!(picked.iter().all(|s| s.workload == Workload::PointId));
+            // Nothing else goes through PgBouncer or runs in several processes.
+            assert!(plan
+                .iter()
+                .filter(|s| !s.selected_by("pgbouncer"))
+                .all(|s| s.via == Via::Server && s.procs == 1));
         }
     }
 

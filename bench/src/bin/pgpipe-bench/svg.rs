@@ -704,6 +704,7 @@ impl ScenarioResult {
     fn workload_label(&self) -> String {
         let w = match self.workload {
             crate::plan::Workload::Point => "point select",
+            crate::plan::Workload::PointId => "checked point select",
             crate::plan::Workload::Select1 => "SELECT 1",
             crate::plan::Workload::ReadWrite => "UPDATE + SELECT",
             crate::plan::Workload::Sleep => "pg_sleep",
@@ -711,6 +712,12 @@ impl ScenarioResult {
             crate::plan::Workload::CopyIn => "binary COPY in",
             crate::plan::Workload::CopyOut => "binary COPY out",
             crate::plan::Workload::Stream => "streamed read",
+        };
+        let w = match (self.via, self.procs) {
+            (crate::plan::Via::PgBouncer, 1) => format!("{w} through PgBouncer"),
+            (crate::plan::Via::PgBouncer, n) => format!("{w} through PgBouncer, {n} processes"),
+            (_, 1) => w.to_string(),
+            (_, n) => format!("{w}, {n} processes"),
         };
         match self.load {
             Load::Closed { tasks } => format!("{w}, {tasks} tasks"),
