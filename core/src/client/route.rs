@@ -18,7 +18,7 @@ pub(super) const SLOW_AHEAD_NS: u64 = 5_000_000;
 
 /// The longest a fast unit is held back for the lanes (see [`Client::hold_while_lanes_queue`]),
 /// in case no lane completion comes to release it.
-pub(super) const HOLD_MAX: std::time::Duration = std::time::Duration::from_millis(50);
+pub(super) const HOLD_MAX: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// The least-loaded open connection of `conns` (see [`Client::route`]), scanning from `start`.
 pub(super) fn least_loaded(conns: &[Arc<ConnShared>], start: usize) -> Option<&Arc<ConnShared>> {

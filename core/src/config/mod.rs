@@ -106,8 +106,8 @@ pub struct Config {
     /// the count. A connection stopped by this limit with under 16 units (or a quarter of `max_in_flight`) in
     /// flight and units waiting is work-bound: the signal to open an overflow connection.
     pub max_queue_work: Duration,
-    /// Fair lanes (`fair_lanes`, default off): while every lane has slow statements queued
-    /// and no more lanes can be opened, fast statements wait (up to 50 ms) until a lane has
+    /// Fair lanes (`fair_lanes`, default on): while every lane has slow statements queued
+    /// and no more lanes can be opened, fast statements wait (up to 20 ms) until a lane has
     /// none, so slow work is not starved by the fast path's pace (see `docs/ROUTING.md`).
     pub fair_lanes: bool,
     /// How long an on-demand connection may sit unused before it is closed
@@ -158,7 +158,7 @@ impl Default for Config {
             slow_threshold: Duration::from_micros(2000),
             max_queue_work: Duration::from_micros(10_000),
             idle_timeout: Duration::from_millis(2000),
-            fair_lanes: false,
+            fair_lanes: true,
             health_check: Some(Duration::from_secs(10)),
             trace_sql: false,
         }

@@ -1221,7 +1221,9 @@ impl Job {
         if let Some(m) = self.cand.max_connections {
             c.max_connections = m;
         }
-        c.fair_lanes = self.cand.fair;
+        if self.cand.no_fair {
+            c.fair_lanes = false;
+        }
         c
     }
 

@@ -23,7 +23,7 @@ pub enum Kind {
 
 /// One client configuration. Its name is its spec: `pgpipe-smol-4`, `pgpipe-tokio-4-w256`
 /// (max_in_flight 256), `pgpipe-tokio-4-m4` (max_connections 4: no elasticity),
-/// `pgpipe-tokio-4-fair` (`Config::fair_lanes` on),
+/// `pgpipe-tokio-4-nofair` (`Config::fair_lanes` off),
 /// `tokio-postgres-2`, `deadpool-16`; `-tls` on any of them connects over TLS with the server
 /// certificate verified (`pgpipe-tokio-4-tls`, `tokio-postgres-4-tls`, `deadpool-16-tls`);
 /// without it a candidate is plaintext (`sslmode=disable`). A `#2` suffix enters the same
@@ -46,20 +46,20 @@ pub struct Candidate {
     /// certificate (pgpipe `sslmode=verify-full`, tokio-postgres and deadpool through
     /// tokio-postgres-rustls). Otherwise plaintext.
     pub tls: bool,
-    /// pgpipe only (`-fair`): `Config::fair_lanes` on.
-    pub fair: bool,
+    /// pgpipe only (`-nofair`): `Config::fair_lanes` off (on by default).
+    pub no_fair: bool,
     /// 1, or the copy number of an A/A duplicate.
     pub copy: u32,
 }
 
 impl Candidate {
-    /// Parses a candidate spec: `pgpipe-{smol,tokio,glommio}-N[-wM][-mK][-fair]` (options in
+    /// Parses a candidate spec: `pgpipe-{smol,tokio,glommio}-N[-wM][-mK][-nofair]` (options in
     /// any order, each at most once), `tokio-postgres-N` or `deadpool-N`, each optionally
     /// with `-tls` among its options, optionally followed by `#K`.
     pub fn parse(spec: &str) -> Result<Candidate, String> {
         let bad = || {
             format!(
-                "bad candidate {spec:?}: expected pgpipe-{{smol,tokio,glommio}}-N[-wM][-mK][-fair][-tls], \
+                "bad candidate {spec:?}: expected pgpipe-{{smol,tokio,glommio}}-N[-wM][-mK][-nofair][-tls], \
                  tokio-postgres-N[-tls] or deadpool-N[-tls], optionally followed by #K"
             )
         };
@@ -87,7 +87,7 @@ impl Candidate {
             .next()
             .and_then(|n| n.parse::<usize>().ok())
             .ok_or_else(bad)?;
-        let (mut window, mut max_conns, mut tls, mut fair) = (None, None, false, false);
+        let (mut window, mut max_conns, mut tls, mut no_fair) = (None, None, false, false);
         for opt in parts {
             if opt == "tls" {
                 if tls {
@@ -99,11 +99,11 @@ impl Candidate {
             if !matches!(kind, Kind::Pgpipe(_)) {
                 return Err(bad());
             }
-            if opt == "fair" {
-                if fair {
+            if opt == "nofair" {
+                if no_fair {
                     return Err(bad());
                 }
-                fair = true;
+                no_fair = true;
                 continue;
             }
             let slot = match opt.as_bytes().first() {
@@ -126,12 +126,12 @@ impl Candidate {
             max_in_flight: window,
             max_connections: max_conns,
             tls,
-            fair,
+            no_fair,
             copy,
         })
     }
 
-    /// The option suffixes in their canonical order: `-wM`, `-mK`, `-fair`, `-tls`, then `#K`.
+    /// The option suffixes in their canonical order: `-wM`, `-mK`, `-nofair`, `-tls`, then `#K`.
     fn suffix(&self) -> String {
         let mut s = String::new();
         if let Some(w) = self.max_in_flight {
@@ -140,8 +140,8 @@ impl Candidate {
         if let Some(m) = self.max_connections {
             s.push_str(&format!("-m{m}"));
         }
-        if self.fair {
-            s.push_str("-fair");
+        if self.no_fair {
+            s.push_str("-nofair");
         }
         if self.tls {
             s.push_str("-tls");

@@ -144,7 +144,7 @@ const ACCEPTED: &[(&str, Check)] = &[
         c.target_session_attrs == TargetSessionAttrs::PreferStandby
     }),
     ("named_statements=off", |c| !c.named_statements),
-    ("fair_lanes=on", |c| c.fair_lanes),
+    ("fair_lanes=off", |c| !c.fair_lanes),
     ("named_statements=1", |c| c.named_statements),
     ("load_balance_hosts=disable", |c| {
         c.load_balance_hosts == LoadBalanceHosts::Disable
