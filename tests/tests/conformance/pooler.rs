@@ -116,8 +116,15 @@ pub async fn unnamed_statements_pipeline_through_transaction_mode<H: Harness>() 
     .await;
     thousand_tasks::<H>(&db).await;
     let s = db.stats();
-    // Still pipelined: many units per read.
-    assert!(s.total.units_per_readable() > 2.0, "{s:?}");
+    // Still pipelined: several units per read on the pipelined connections (lanes opened for
+    // statements PgBouncer's queueing made look slow carry one at a time, by design).
+    let base = &s.connections[..4];
+    let units: u64 = base.iter().map(|c| c.units_completed).sum();
+    let reads: u64 = base.iter().map(|c| c.readable_events).sum();
+    assert!(
+        units as f64 > 1.5 * reads as f64,
+        "{units} units in {reads} reads: {s:?}"
+    );
     db.close().await;
 }
 
