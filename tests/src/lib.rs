@@ -1017,22 +1017,7 @@ impl Cluster {
         let Some(server) = self.server.as_ref() else {
             return Ok(());
         };
-        let child = Command::new("sh")
-            .arg("-c")
-            .arg(WATCHDOG_SCRIPT)
-            .arg("pgpipe-watchdog")
-            .arg(std::process::id().to_string())
-            .arg(server.id().to_string())
-            .arg(&self.dir)
-            .arg(self.data.join("postmaster.pid"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            // Own process group: a Ctrl-C aimed at the tests must not stop
-            // the watchdog before it has cleaned up.
-            .process_group(0)
-            .spawn()
-            .map_err(|e| HarnessError::io("spawning the cleanup watchdog", e))?;
+        let child = spawn_watchdog(server.id(), &self.dir, &self.data.join("postmaster.pid"))?;
         self.watchdog = Some(child);
         Ok(())
     }
@@ -1196,6 +1181,27 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = self.shutdown();
     }
+}
+
+/// A detached watchdog ([`WATCHDOG_SCRIPT`]): once this process is gone it stops the process
+/// whose pid is in `pidfile` (else `server`) and removes `dir`.
+fn spawn_watchdog(server: u32, dir: &Path, pidfile: &Path) -> Result<Child, HarnessError> {
+    Command::new("sh")
+        .arg("-c")
+        .arg(WATCHDOG_SCRIPT)
+        .arg("pgpipe-watchdog")
+        .arg(std::process::id().to_string())
+        .arg(server.to_string())
+        .arg(dir)
+        .arg(pidfile)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        // Own process group: a Ctrl-C aimed at the tests must not stop the watchdog before
+        // it has cleaned up.
+        .process_group(0)
+        .spawn()
+        .map_err(|e| HarnessError::io("spawning the cleanup watchdog", e))
 }
 
 /// Whether two paths name the same file system object.

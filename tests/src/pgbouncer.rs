@@ -5,7 +5,6 @@
 
 use std::fs;
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread;
@@ -13,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::{
     create_unique_dir, describe, free_port, is_root, run, run_with_stdin, send_signal,
-    HarnessError, DATABASE, SUPERUSER, WATCHDOG_SCRIPT,
+    spawn_watchdog, HarnessError, DATABASE, SUPERUSER,
 };
 
 /// How PgBouncer hands server connections to clients (`pool_mode`).
@@ -195,20 +194,7 @@ impl PgBouncer {
             let _ = w.kill();
             let _ = w.wait();
         }
-        let w = Command::new("sh")
-            .arg("-c")
-            .arg(WATCHDOG_SCRIPT)
-            .arg("pgpipe-watchdog")
-            .arg(std::process::id().to_string())
-            .arg(child.to_string())
-            .arg(&self.dir)
-            .arg(self.dir.join("pgbouncer.pid"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .map_err(|e| HarnessError::io("spawning the cleanup watchdog", e))?;
+        let w = spawn_watchdog(child, &self.dir, &self.dir.join("pgbouncer.pid"))?;
         self.watchdog = Some(w);
         Ok(())
     }

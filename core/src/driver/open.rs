@@ -496,23 +496,7 @@ impl<R: Runtime> Opening<R> {
         };
         let io = |e: std::io::Error| Failure::Fatal(Error::Io(e));
         loop {
-            let mut write_blocked = false;
-            while !out.is_empty() {
-                match transport.poll_write(cx, out) {
-                    Poll::Ready(Ok(0)) => {
-                        return Poll::Ready(Err(io(std::io::ErrorKind::WriteZero.into())))
-                    }
-                    Poll::Ready(Ok(n)) => out.advance(n),
-                    Poll::Ready(Err(e)) => return Poll::Ready(Err(io(e))),
-                    Poll::Pending => {
-                        write_blocked = true;
-                        break;
-                    }
-                }
-            }
-            if !write_blocked && transport.poll_flush(cx).map_err(io)?.is_pending() {
-                write_blocked = true;
-            }
+            let write_blocked = send(transport, cx, out).map_err(io)?.is_pending();
             let mut replied = false;
             while let Some(msg) = Message::parse(rbuf)
                 .map_err(|e| Failure::Fatal(Error::Protocol(format!("during startup: {e}"))))?
@@ -602,18 +586,10 @@ impl<R: Runtime> Opening<R> {
                 "role check without a connection".into(),
             ))));
         };
-        let io = |e: std::io::Error| Failure::Fatal(Error::Io(e));
-        while !out.is_empty() {
-            match transport.poll_write(cx, out) {
-                Poll::Ready(Ok(0)) => {
-                    return Poll::Ready(Err(io(std::io::ErrorKind::WriteZero.into())))
-                }
-                Poll::Ready(Ok(n)) => out.advance(n),
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(io(e))),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-        if transport.poll_flush(cx).map_err(io)?.is_pending() {
+        if send(transport, cx, out)
+            .map_err(|e| Failure::Fatal(Error::Io(e)))?
+            .is_pending()
+        {
             return Poll::Pending;
         }
         loop {
@@ -649,6 +625,27 @@ impl<R: Runtime> Opening<R> {
                 },
             }
         }
+    }
+}
+
+/// Writes `out` and flushes. `Ready(Ok)` once all of it is out; `Pending` while the socket
+/// pushes back (what was written is taken from `out`).
+fn send<S: crate::rt::Socket>(
+    transport: &mut Transport<S>,
+    cx: &mut Context<'_>,
+    out: &mut BytesMut,
+) -> Result<Poll<()>, std::io::Error> {
+    while !out.is_empty() {
+        match transport.poll_write(cx, out) {
+            Poll::Ready(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Poll::Ready(Ok(n)) => out.advance(n),
+            Poll::Ready(Err(e)) => return Err(e),
+            Poll::Pending => return Ok(Poll::Pending),
+        }
+    }
+    match transport.poll_flush(cx) {
+        Poll::Ready(r) => r.map(Poll::Ready),
+        Poll::Pending => Ok(Poll::Pending),
     }
 }
 
