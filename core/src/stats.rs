@@ -30,10 +30,17 @@ macro_rules! counters {
 }
 
 counters! {
-    /// Units that reached their ReadyForQuery (prepares included).
+    /// Units completed (prepares included).
     units_completed,
-    /// ReadyForQuery messages received. Exactly one per unit: `ready_per_unit` must be 1.
+    /// ReadyForQuery messages received: one per unit that did not share a Sync, so
+    /// `ready_received = units_completed - units_coalesced` (Sync coalescing).
     ready_received,
+    /// Units that shared a later unit's Sync and completed at their CommandComplete
+    /// (`Config::sync_coalescing`).
+    units_coalesced,
+    /// Units the server skipped because an earlier unit sharing their Sync failed, and that
+    /// were sent again (each with its own Sync).
+    units_resent,
     /// Driver ticks that read at least one byte.
     readable_events,
     /// Successful socket write calls.
@@ -156,9 +163,15 @@ impl ConnStats {
     pub fn writes_per_unit(&self) -> f64 {
         ratio(self.write_calls, self.units_completed)
     }
-    /// ReadyForQuery per unit: exactly 1.0 when the one-Sync-per-unit invariant holds.
+    /// ReadyForQuery per unit: 1.0 without Sync coalescing; with it, lower as units share Syncs
+    /// (`ready_received + units_coalesced = units_completed`).
     pub fn ready_per_unit(&self) -> f64 {
         ratio(self.ready_received, self.units_completed)
+    }
+    /// Whether every completed unit is accounted for by a ReadyForQuery of its own or by a
+    /// Sync it shared: `ready_received + units_coalesced == units_completed`.
+    pub fn ready_accounts_for_every_unit(&self) -> bool {
+        self.ready_received + self.units_coalesced == self.units_completed
     }
     /// Plaintext bytes per TLS record written (0 without TLS): fuller records under load.
     pub fn bytes_per_tls_record(&self) -> f64 {

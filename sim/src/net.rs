@@ -56,6 +56,9 @@ pub struct Net {
     pub accepted: u32,
     /// Largest number of bytes buffered in one pipe direction.
     pub peak_buffered: usize,
+    /// Per mille of Executes outside transactions the server fails with 40001 before running
+    /// them (`Plan::server_errors`).
+    pub server_errors: u64,
 }
 
 impl Net {
@@ -67,6 +70,7 @@ impl Net {
             db,
             accepted: 0,
             peak_buffered: 0,
+            server_errors: 0,
         }
     }
 }

@@ -36,6 +36,9 @@ pub struct Plan {
     /// `close_within(limit)` this long after the start, while callers may still be working
     /// (`(after, limit)`); otherwise `close()` once every caller is done.
     pub early_close: Option<(Duration, Duration)>,
+    /// Per mille of Executes outside transactions that the server fails with 40001 before
+    /// running them.
+    pub server_errors: u64,
 }
 
 /// One thing a caller does.
@@ -130,12 +133,19 @@ impl Plan {
         config.checkout_timeout = r2
             .chance(200)
             .then(|| Duration::from_micros(100 + r2.below(10_000)));
+        // Sync coalescing, from a third stream for the same reason: off in a fifth of the
+        // seeds; in half of the seeds the server fails Executes at random (40001, before
+        // running them), so errors land at every position of a shared Sync.
+        let mut r3 = Rng::new(seed ^ 0x5c0a_1e5c);
+        config.sync_coalescing = !r3.chance(200);
+        let server_errors = if r3.chance(500) { 1 + r3.below(200) } else { 0 };
         Plan {
             config,
             faults,
             early_faults_on,
             callers,
             early_close,
+            server_errors,
         }
     }
 }
@@ -173,6 +183,8 @@ struct Outcome {
     aborted: bool,
     /// The client, for diagnostics of a run that did not end.
     client: Option<Client<Sim>>,
+    /// Sync coalescing's counters after close: units that shared a Sync, units sent again.
+    coalescing: (u64, u64),
 }
 
 /// Runs one seed and checks its properties; `Err` says which failed, with the seed.
@@ -188,6 +200,7 @@ fn run_plan(seed: u64, plan: &Plan) -> Result<Report, String> {
     fastrand::seed(seed);
     let db = Rc::new(RefCell::new(Db::default()));
     let mut net = Net::new(plan.faults.clone(), db.clone());
+    net.server_errors = plan.server_errors;
     net.faults_on = plan.early_faults_on;
     let sim = Sim::new(seed, net);
     let out = Rc::new(RefCell::new(Outcome::default()));
@@ -219,6 +232,7 @@ fn run_plan(seed: u64, plan: &Plan) -> Result<Report, String> {
     // Break the executor's reference cycles (tasks hold handles to it).
     sim.clear();
     let out = std::mem::take(&mut *out.borrow_mut());
+    let (coalesced, resent) = out.coalescing;
     out.end_checks.clone().unwrap_or(Ok(()))?;
     let db = db.borrow();
     if let Some(e) = &out.connect_error {
@@ -279,6 +293,8 @@ fn run_plan(seed: u64, plan: &Plan) -> Result<Report, String> {
         faults: db.faults,
         committed: db.committed.len(),
         cancels: db.cancel_requests,
+        coalesced,
+        resent,
         abandoned: out
             .records
             .iter()
@@ -403,6 +419,7 @@ async fn root(sim: Sim, plan: Plan, out: Rc<RefCell<Outcome>>) {
         o.closed = true;
         o.aborted = !graceful;
         o.client = None;
+        o.coalescing = coalescing(&client);
         let end = open.and_then(|()| end_stats(&client, &plan.config, 0, 0));
         o.end_checks = Some(end);
         return;
@@ -415,6 +432,7 @@ async fn root(sim: Sim, plan: Plan, out: Rc<RefCell<Outcome>>) {
     let mut o = out.borrow_mut();
     o.closed = true;
     o.client = None;
+    o.coalescing = coalescing(&client);
     let answered = |f: fn(&Got) -> bool| {
         let shared = o.records.iter().filter(|r| r.shared);
         shared.filter(|r| f(&r.got)).count() as u64
@@ -430,6 +448,11 @@ async fn root(sim: Sim, plan: Plan, out: Rc<RefCell<Outcome>>) {
 /// Routing's limits while the client is open (`docs/ROUTING.md`): at most `pipeline_size`
 /// base connections, on-demand ones only up to `max_connections`, and no lane traffic when
 /// there is no room for a lane.
+fn coalescing(client: &Client<Sim>) -> (u64, u64) {
+    let t = client.stats().total;
+    (t.units_coalesced, t.units_resent)
+}
+
 fn open_stats(client: &Client<Sim>, cfg: &Config) -> Result<(), String> {
     let s = client.stats();
     let on_demand = cfg.connection_limit() - cfg.pipeline_size;
@@ -537,10 +560,10 @@ fn end_stats(
             t.in_flight, t.queued
         ));
     }
-    if t.ready_received != t.units_completed {
+    if !t.ready_accounts_for_every_unit() {
         return Err(format!(
-            "{} ReadyForQuery for {} units",
-            t.ready_received, t.units_completed
+            "{} ReadyForQuery and {} units sharing a Sync for {} units",
+            t.ready_received, t.units_coalesced, t.units_completed
         ));
     }
     if t.in_flight_peak > cfg.max_in_flight as u64 {

@@ -389,6 +389,13 @@ impl Conn {
             self.error("ERROR", "22P02", "bad parameter");
             return Ok(());
         };
+        let errors = self.sim.st.borrow().net.server_errors;
+        if errors > 0 && self.tx.is_none() && self.sim.st.borrow_mut().rng.chance(errors) {
+            self.sim
+                .log(|| format!("server {}: statement {p} fails (40001)", self.pid));
+            self.error("ERROR", "40001", "could not serialize access (injected)");
+            return Ok(());
+        }
         if kind == Kind::Sleep {
             // In steps, so a CancelRequest can interrupt it.
             self.db.borrow_mut().sleeping.insert(self.pid);

@@ -40,6 +40,8 @@ fn seeds() {
                 sum.committed += r.committed;
                 sum.abandoned += r.abandoned;
                 sum.cancels += r.cancels;
+                sum.coalesced += r.coalesced;
+                sum.resent += r.resent;
             }
             Err(e) => {
                 eprintln!("{e}\n  reproduce: PGPIPE_SIM_SEED={seed} cargo test -p pgpipe-sim");
@@ -49,7 +51,8 @@ fn seeds() {
     }
     eprintln!(
         "{} seeds in {:?}: {} units, {} returned their value, {} lost with a connection, {} \
-         dropped or timed out; {} connections, {} ended by a fault; {} transactions committed, {} cancel requests",
+         dropped or timed out; {} connections, {} ended by a fault; {} transactions committed, {} cancel requests; \
+         {} units shared a Sync, {} skipped and sent again",
         seeds.len(),
         started.elapsed(),
         sum.units,
@@ -60,13 +63,21 @@ fn seeds() {
         sum.faults,
         sum.committed,
         sum.cancels,
+        sum.coalesced,
+        sum.resent,
     );
     assert!(failures.is_empty(), "failing seeds: {failures:?}");
     // The scenario must keep reaching what it checks; a vacuous run would pass silently.
     if seeds.len() >= 1000 {
         let s = &sum;
         assert!(
-            s.ok > 0 && s.lost > 0 && s.abandoned > 0 && s.faults > 0 && s.committed > 0,
+            s.ok > 0
+                && s.lost > 0
+                && s.abandoned > 0
+                && s.faults > 0
+                && s.committed > 0
+                && s.coalesced > 0
+                && s.resent > 0,
             "the seeds no longer reach every outcome: {s:?}"
         );
     }

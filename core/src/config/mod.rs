@@ -110,6 +110,12 @@ pub struct Config {
     /// and no more lanes can be opened, fast statements wait (up to 20 ms) until a lane has
     /// none, so slow work is not starved by the fast path's pace (see `docs/ROUTING.md`).
     pub fair_lanes: bool,
+    /// Sync coalescing (`sync_coalescing`, default on): cheap statements the guard proves
+    /// read-only ([`crate::guard::is_read_only`]) share one Sync with their neighbours in a
+    /// connection's pipeline (up to 16 per Sync), so the server ends one transaction and
+    /// flushes once for all of them. An error fails only its own statement; the ones after it
+    /// that the server skipped are sent again. See `docs/ROUTING.md`.
+    pub sync_coalescing: bool,
     /// How long an on-demand connection may sit unused before it is closed
     /// (`idle_timeout_ms`, default 2000).
     pub idle_timeout: Duration,
@@ -159,6 +165,7 @@ impl Default for Config {
             max_queue_work: Duration::from_micros(10_000),
             idle_timeout: Duration::from_millis(2000),
             fair_lanes: true,
+            sync_coalescing: true,
             health_check: Some(Duration::from_secs(10)),
             trace_sql: false,
         }
@@ -201,6 +208,7 @@ impl fmt::Debug for Config {
             .field("max_queue_work", &self.max_queue_work)
             .field("idle_timeout", &self.idle_timeout)
             .field("fair_lanes", &self.fair_lanes)
+            .field("sync_coalescing", &self.sync_coalescing)
             .field("health_check", &self.health_check)
             .field("trace_sql", &self.trace_sql)
             .finish()

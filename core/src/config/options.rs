@@ -77,6 +77,7 @@ pub(crate) const KEYWORDS: &[Keyword] = &[
     kw("statement_cache_size", None),
     kw("named_statements", None),
     kw("fair_lanes", None),
+    kw("sync_coalescing", None),
     kw("query_timeout", None),
     kw("retry_not_dispatched", None),
     kw("pinned_size", None),
@@ -311,6 +312,7 @@ impl Config {
             "statement_cache_size" => self.statement_cache_size = num(key, v)?,
             "named_statements" => self.named_statements = boolean(key, v)?,
             "fair_lanes" => self.fair_lanes = boolean(key, v)?,
+            "sync_coalescing" => self.sync_coalescing = boolean(key, v)?,
             "query_timeout" => {
                 let ms: u64 = num(key, v)?;
                 self.query_timeout = (ms > 0).then(|| Duration::from_millis(ms));

@@ -222,10 +222,12 @@ mod cache;
 mod lex;
 mod mask;
 mod names;
+mod read_only;
 mod rules;
 #[cfg(test)]
 mod tests;
 
 use cache::Cache;
 pub use mask::{mask, needs_masking};
+pub use read_only::is_read_only;
 use rules::verdict;

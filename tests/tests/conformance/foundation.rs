@@ -36,7 +36,7 @@ pub async fn two_thousand_tasks_get_their_own_rows<H: Harness>() {
     }
     let s = db.stats();
     assert_eq!(s.open_base, 2);
-    assert_eq!(s.total.ready_per_unit(), 1.0, "{s:?}");
+    assert!(s.total.ready_accounts_for_every_unit(), "{s:?}");
     assert!(s.total.units_completed >= 20_000);
     // Without pipelining every readable carries at most one unit; how many more it carries
     // depends on the machine's load, so the bound only proves batching happened.
@@ -93,7 +93,7 @@ pub async fn an_error_fails_only_its_own_unit<H: Harness>() {
     }
     assert_eq!(good.load(Ordering::Relaxed), 450);
     let s = db.stats();
-    assert_eq!(s.total.ready_per_unit(), 1.0);
+    assert!(s.total.ready_accounts_for_every_unit());
     assert_eq!(s.total.errors_connection, 0);
     db.close().await;
 }
@@ -122,7 +122,7 @@ pub async fn dropped_futures_do_not_desynchronize_the_connection<H: Harness>() {
         assert_eq!(row.get::<_, i32>(0), i * 3);
     }
     let s = db.stats();
-    assert_eq!(s.total.ready_per_unit(), 1.0);
+    assert!(s.total.ready_accounts_for_every_unit());
     db.close().await;
 }
 

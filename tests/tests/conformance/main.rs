@@ -11,6 +11,7 @@
 //! creates on the server (tables, functions, channels, application names, advisory-lock keys)
 //! carries [`Harness::name`].
 
+mod coalescing;
 mod connecting;
 mod copy;
 mod faults;
@@ -400,6 +401,9 @@ suite! {
         foundation::close_drains_in_flight_work_then_refuses: 60,
         foundation::a_session_change_on_a_shared_connection_takes_it_out_of_service: 60,
         foundation::wakeups_never_run_inside_the_driver_tick: 60,
+        coalescing::an_error_in_a_shared_sync_fails_only_its_own_unit: 120,
+        coalescing::a_statement_with_effects_never_shares_a_sync: 120,
+        coalescing::with_coalescing_off_every_unit_has_its_own_sync: 120,
         service::a_refused_statement_never_reaches_the_server: 60,
         service::session_state_never_leaks_to_the_shared_path_or_the_next_session: 120,
         service::concurrent_transfers_keep_the_total: 120,

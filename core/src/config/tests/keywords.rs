@@ -145,6 +145,7 @@ const ACCEPTED: &[(&str, Check)] = &[
     }),
     ("named_statements=off", |c| !c.named_statements),
     ("fair_lanes=off", |c| !c.fair_lanes),
+    ("sync_coalescing=off", |c| !c.sync_coalescing),
     ("named_statements=1", |c| c.named_statements),
     ("load_balance_hosts=disable", |c| {
         c.load_balance_hosts == LoadBalanceHosts::Disable

@@ -33,6 +33,12 @@ pub(crate) struct Statement {
     /// Estimated server time per execution in ns (EWMA; 0 until first observed), shared by
     /// every connection of the client that prepared the same text.
     cost_ns: Arc<AtomicU64>,
+    /// The guard proves it only reads (`guard::is_read_only`): on a shared connection its
+    /// executions may share a Sync (`Config::sync_coalescing`).
+    pub(crate) read_only: bool,
+    /// Its last execution failed: while so, a unit of it may end a shared Sync but nothing
+    /// joins after it (an error there would make the server skip the units behind it).
+    last_failed: AtomicBool,
 }
 
 impl Statement {
@@ -61,6 +67,23 @@ impl Statement {
     /// Whether the statement is still prepared under its name (false once evicted).
     pub(crate) fn is_live(&self) -> bool {
         self.live.load(Relaxed)
+    }
+
+    /// Records whether its last execution failed (written only on a change).
+    pub(crate) fn set_failed(&self, failed: bool) {
+        if self.last_failed.load(Relaxed) != failed {
+            self.last_failed.store(failed, Relaxed);
+        }
+    }
+
+    /// Whether its last execution failed.
+    pub(crate) fn last_failed(&self) -> bool {
+        self.last_failed.load(Relaxed)
+    }
+
+    /// Whether an execution was ever timed (before that, the estimate is a default guess).
+    pub(crate) fn observed(&self) -> bool {
+        self.cost_ns.load(Relaxed) != 0
     }
 
     pub(crate) fn estimate_ns(&self) -> u64 {
@@ -308,6 +331,8 @@ impl ConnShared {
                         resolved: OnceLock::new(),
                         live: AtomicBool::new(true),
                         cost_ns: self.costs.cell(&p.sql),
+                        read_only: !self.exclusive && crate::guard::is_read_only(&p.sql),
+                        last_failed: AtomicBool::new(false),
                     });
                     if mine {
                         if let Some(e) = st.statements.get_mut(&p.sql) {

@@ -14,10 +14,11 @@ use crate::driver::shared::{
     NOTIFICATION_BACKLOG,
 };
 use crate::proto::timing::Estimator;
-use crate::proto::{Handler, Outcome, SessionInfo};
+use crate::proto::{Handler, Outcome, SessionInfo, UnitKind};
 use crate::row::Column;
 use crate::sched::{lock, DeferredWakes};
 use crate::{DbError, Error, Reason};
+use bytes::{Buf, BytesMut};
 
 fn sub_saturating(c: &std::sync::atomic::AtomicU64, v: u64) {
     let _ = c.fetch_update(Relaxed, Relaxed, |x| Some(x.saturating_sub(v)));
@@ -93,12 +94,27 @@ pub(super) struct Completer<'a> {
     /// When this drain's bytes were read.
     pub(super) now: Instant,
     pub(super) est: &'a mut Estimator<Arc<Statement>>,
+    /// Sync coalescing: the bytes of the units in flight that share a Sync (FIFO), the write
+    /// buffer and its byte count, where skipped units are written again, and those units.
+    pub(super) replay: &'a mut BytesMut,
+    pub(super) wbuf: &'a mut BytesMut,
+    pub(super) pumped: &'a mut u64,
+    pub(super) resent: &'a mut Vec<(Sent, UnitKind)>,
+    /// Skipped units may be sent again here (not when the connection stopped sending).
+    pub(super) resend: bool,
 }
 
 impl Handler<Sent> for Completer<'_> {
     fn unit_done(&mut self, sent: Sent, outcome: Outcome) {
         let c = &self.shared.counters;
         c.inc(&c.units_completed);
+        if sent.replay > 0 {
+            self.replay.advance(sent.replay);
+        }
+        if sent.joined && !matches!(outcome, Outcome::Failed(_)) {
+            // Completed at its CommandComplete; a failed one took its segment's ReadyForQuery.
+            c.inc(&c.units_coalesced);
+        }
         // A lane with nothing queued behind its running unit: the lanes no longer all have a
         // queue, so fast units held back for them may go (the count still includes this unit).
         if let Some(gate) = &self.shared.gate {
@@ -114,6 +130,9 @@ impl Handler<Sent> for Completer<'_> {
             .as_ref()
             .map_or(DEFAULT_COST_NS, |s| s.estimate_ns());
         let failed = matches!(outcome, Outcome::Failed(_));
+        if let Some(s) = &sent.stmt {
+            s.set_failed(failed);
+        }
         let stmt = sent.stmt.filter(|_| !failed);
         self.est
             .unit_done(self.now, sent.sent_at, sent.cost, stmt, est);
@@ -163,6 +182,32 @@ impl Handler<Sent> for Completer<'_> {
             Token::CopyIn(copy) => copy.finish(copy_end(outcome), self.wakes),
             Token::Data => {}
         }
+    }
+
+    fn unit_skipped(&mut self, mut sent: Sent, kind: UnitKind) {
+        // It did not run: an earlier unit sharing its Sync failed and the server skipped to
+        // the Sync. Sent again with a Sync of its own, so it cannot be skipped twice.
+        let bytes = self.replay.split_to(sent.replay);
+        if !self.resend {
+            let reason = Reason::from("the connection stopped sending (its server's role changed)");
+            fail(
+                self.shared,
+                sent.token,
+                sent.cost,
+                &reason,
+                false,
+                self.wakes,
+            );
+            return;
+        }
+        self.shared.counters.inc(&self.shared.counters.units_resent);
+        sent.start = *self.pumped;
+        sent.replay = 0;
+        sent.joined = false;
+        self.wbuf.extend_from_slice(&bytes);
+        self.wbuf.extend_from_slice(&super::SYNC);
+        *self.pumped += (bytes.len() + super::SYNC.len()) as u64;
+        self.resent.push((sent, kind));
     }
 
     fn has_room(&mut self, sent: &Sent) -> bool {

@@ -366,6 +366,7 @@ impl<R: Runtime> ConnTask<R> {
         self.est.connection_lost();
         let written = self.written;
         let sent: Vec<Sent> = self.pipeline.take_all().collect();
+        self.replay.clear();
         let units = sent
             .into_iter()
             .map(|s| (s.token, s.cost, s.start < written))

@@ -21,7 +21,7 @@ use crate::driver::open::{Endpoint, Opening};
 use crate::driver::shared::{nanos, ConnShared, Role, Statement, Status, Token};
 use crate::driver::transport::{Transport, MAX_RECORD};
 use crate::proto::timing::{Backoff, Estimator, Silence, HEAVY_WINDOW};
-use crate::proto::{Pipeline, SessionInfo};
+use crate::proto::{Pipeline, SessionInfo, UnitKind};
 use crate::rt::Runtime;
 use crate::sched::{lock, DeferredWakes, TickGuard, Waiter};
 use crate::{DbError, Error, Reason};
@@ -36,6 +36,16 @@ const READ_BUDGET: usize = 1 << 20;
 /// The pump stops adding units while this much is still unwritten (the socket pushes back).
 const WRITE_HIGH_WATER: usize = 256 * 1024;
 const READ_CHUNK: usize = 64 * 1024;
+/// Sync coalescing (`Config::sync_coalescing`): at most this many units share one Sync...
+const MAX_SEGMENT: usize = 16;
+/// ...each estimated at most this much server time (an eighth of the default slow
+/// threshold)...
+const CHEAP_NS: u64 = 250_000;
+/// ...and together at most this much, which bounds how long the first unit's answer waits
+/// for the segment's end (the server flushes at the Sync).
+const SEGMENT_BUDGET_NS: u64 = 1_000_000;
+/// The Sync message that ends every encoded execution unit.
+const SYNC: [u8; 5] = [b'S', 0, 0, 0, 4];
 
 /// A unit on the wire, with the position of its first byte in the output stream: on a
 /// connection failure, a unit none of whose bytes were written is `NotDispatched`.
@@ -47,6 +57,11 @@ struct Sent {
     stmt: Option<Arc<Statement>>,
     /// When the unit was handed to the write buffer (the runtime's clock).
     sent_at: Instant,
+    /// Bytes of this unit (without its Sync) kept in the task's replay buffer, so it can be
+    /// sent again if an earlier unit of its segment fails (0: not in a segment).
+    replay: usize,
+    /// Its Sync was dropped: it shares the next unit's.
+    joined: bool,
 }
 
 /// The half-open check of a connection with work in flight (`driver/health.rs`).
@@ -125,6 +140,11 @@ pub struct ConnTask<R: Runtime> {
     /// nothing more is sent, and once the units in flight are answered the connection
     /// reconnects to a server that matches.
     stale: Option<String>,
+    /// The bytes (without Sync) of the units in flight that share a Sync, in FIFO order:
+    /// those an earlier unit's failure makes the server skip are sent again from here.
+    replay: BytesMut,
+    /// Units skipped in the last drain and written again, to re-enter the FIFO.
+    resent: Vec<(Sent, UnitKind)>,
 }
 
 impl<R: Runtime> ConnTask<R> {
@@ -167,6 +187,8 @@ impl<R: Runtime> ConnTask<R> {
             heard: false,
             server: 0,
             stale: None,
+            replay: BytesMut::new(),
+            resent: Vec::new(),
         }
     }
 
@@ -312,6 +334,11 @@ impl<R: Runtime> ConnTask<R> {
             role_changed: false,
             now: self.rt.now(),
             est: &mut self.est,
+            replay: &mut self.replay,
+            wbuf: &mut self.wbuf,
+            pumped: &mut self.pumped,
+            resent: &mut self.resent,
+            resend: self.stale.is_none(),
         };
         let before = self.pipeline.len();
         let result = self.pipeline.drain(&mut self.rbuf, &mut h);
@@ -328,6 +355,14 @@ impl<R: Runtime> ConnTask<R> {
                 .counters
                 .in_flight
                 .fetch_sub(done as u64, Relaxed);
+        }
+        if !self.resent.is_empty() {
+            // Written again by the completer, in this order: back into the FIFO.
+            let n = self.resent.len() as u64;
+            for (sent, kind) in self.resent.drain(..) {
+                self.pipeline.push(sent, kind);
+            }
+            self.shared.counters.in_flight.fetch_add(n, Relaxed);
         }
         result?;
         if let Some(reason) = leaked {
@@ -369,11 +404,20 @@ impl<R: Runtime> ConnTask<R> {
         };
         let mut moved = 0usize;
         let mut data = 0usize;
+        // Bytes taken from the mailbox; of those, `run_start..bytes` are not yet copied to the
+        // write buffer (a dropped Sync splits the copy).
         let mut bytes = 0usize;
+        let mut run_start = 0usize;
+        let mut copied = 0usize;
+        // The segment the last unit taken belongs to (0: that unit cannot share its Sync).
+        let coalesce = self.cfg.sync_coalescing && !self.exclusive;
+        let mut seg_len = 0usize;
+        let mut seg_cost = 0u64;
+        let mut last_start = 0usize;
         let work_cap = nanos(self.cfg.max_queue_work);
         let mut work_bound = false;
         let heavy_window = (self.cfg.max_in_flight / 4).min(HEAVY_WINDOW);
-        while moved < room && self.wbuf.len() + bytes < WRITE_HIGH_WATER {
+        while moved < room && self.wbuf.len() + bytes - run_start < WRITE_HIGH_WATER {
             match st.queue.front() {
                 None => break,
                 Some(q)
@@ -388,9 +432,50 @@ impl<R: Runtime> ConnTask<R> {
                 Some(_) => {}
             }
             let Some(q) = st.queue.pop_front() else { break };
-            let start = self.pumped + bytes as u64;
+            let cheap = coalesce
+                && q.read_only
+                && q.cost > 0
+                && q.cost <= CHEAP_NS
+                && q.len > SYNC.len()
+                && st.buf[bytes..bytes + q.len].ends_with(&SYNC);
+            let mut replay = 0;
+            if cheap
+                && seg_len > 0
+                && seg_len < MAX_SEGMENT
+                && seg_cost + q.cost <= SEGMENT_BUDGET_NS
+            {
+                // The previous unit's Sync is the last thing copied so far: leave it out.
+                self.wbuf
+                    .extend_from_slice(&st.buf[run_start..bytes - SYNC.len()]);
+                copied += bytes - SYNC.len() - run_start;
+                run_start = bytes;
+                if let Some(prev) = self.pipeline.join_last() {
+                    if prev.replay == 0 {
+                        prev.replay = bytes - SYNC.len() - last_start;
+                        self.replay
+                            .extend_from_slice(&st.buf[last_start..bytes - SYNC.len()]);
+                    }
+                    prev.joined = true;
+                }
+                replay = q.len - SYNC.len();
+                self.replay
+                    .extend_from_slice(&st.buf[bytes..bytes + replay]);
+                seg_len += 1;
+                seg_cost += q.cost;
+            } else if cheap {
+                seg_len = 1;
+                seg_cost = q.cost;
+            } else {
+                seg_len = 0;
+            }
+            if q.risky {
+                // Its statement failed last time: nothing may be skipped because of it.
+                seg_len = 0;
+            }
+            let start = self.pumped + (copied + bytes - run_start) as u64;
+            last_start = bytes;
             bytes += q.len;
-            if matches!(q.kind, crate::proto::UnitKind::Data) {
+            if matches!(q.kind, UnitKind::Data) {
                 // COPY data of the unit in flight: written, never answered.
                 data += 1;
                 continue;
@@ -398,20 +483,20 @@ impl<R: Runtime> ConnTask<R> {
             self.est.sent(q.cost);
             moved += 1;
             match q.kind {
-                crate::proto::UnitKind::Prepare => {
+                UnitKind::Prepare => {
                     c.inc(&c.parses_sent);
                     c.inc(&c.describes_sent);
                 }
-                crate::proto::UnitKind::Typed => {
+                UnitKind::Typed => {
                     c.inc(&c.parses_sent);
                     c.inc(&c.describes_sent);
                 }
-                crate::proto::UnitKind::Execute(_)
-                | crate::proto::UnitKind::Stream(_)
-                | crate::proto::UnitKind::Simple
-                | crate::proto::UnitKind::CopyOut
-                | crate::proto::UnitKind::CopyIn
-                | crate::proto::UnitKind::Data => {}
+                UnitKind::Execute(_)
+                | UnitKind::Stream(_)
+                | UnitKind::Simple
+                | UnitKind::CopyOut
+                | UnitKind::CopyIn
+                | UnitKind::Data => {}
             }
             if q.closes {
                 c.inc(&c.closes_sent);
@@ -424,15 +509,18 @@ impl<R: Runtime> ConnTask<R> {
                     cost: q.cost,
                     stmt: q.stmt,
                     sent_at,
+                    replay,
+                    joined: false,
                 },
                 q.kind,
             );
         }
         if bytes > 0 {
-            self.wbuf.extend_from_slice(&st.buf[..bytes]);
+            self.wbuf.extend_from_slice(&st.buf[run_start..bytes]);
+            copied += bytes - run_start;
             st.buf.advance(bytes);
             st.committed -= bytes;
-            self.pumped += bytes as u64;
+            self.pumped += copied as u64;
         }
         self.queue_left = self.wbuf.len() + bytes >= WRITE_HIGH_WATER && !st.queue.is_empty();
         let idle_closing = matches!(st.status, Status::Closing | Status::Retiring)

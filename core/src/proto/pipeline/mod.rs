@@ -5,6 +5,11 @@
 //! ends each with exactly one ReadyForQuery (one Sync per unit), so the head of the FIFO owns
 //! every message until its ReadyForQuery. An ErrorResponse marks only the head unit failed: the
 //! server skips the rest of that unit up to its Sync, and the next unit starts clean.
+//!
+//! Sync coalescing: read-only units may share one Sync (a *segment*; see
+//! [`Pipeline::join_last`]). A unit whose Sync was dropped completes at its CommandComplete; an
+//! error in it makes the server skip the rest of the segment, and the units it skipped go to
+//! [`Handler::unit_skipped`] (they did not run: the caller sends them again).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -117,6 +122,17 @@ pub trait Handler<T> {
     fn has_room(&mut self, _token: &T) -> bool {
         true
     }
+    /// Unit `token` (of `kind`) shared a Sync with an earlier unit that failed, so the server
+    /// skipped it: it did not run. The default reports it failed with that reason; the
+    /// connection task sends it again instead.
+    fn unit_skipped(&mut self, token: T, _kind: UnitKind) {
+        let e = DbError {
+            severity: "ERROR".into(),
+            message: "skipped: an earlier statement sharing its Sync failed".into(),
+            ..DbError::default()
+        };
+        self.unit_done(token, Outcome::Failed(Box::new(e)));
+    }
     /// A row of streaming unit `token`.
     fn stream_row(&mut self, _token: &T, _row: Row) {}
     /// One CopyData message's payload of COPY-out unit `token`.
@@ -139,6 +155,8 @@ struct InFlight<T> {
     error: Option<Box<DbError>>,
     params: Vec<Type>,
     columns: Option<Arc<[Column]>>,
+    /// Ends with its own Sync; `false`: its Sync was dropped and the next unit's ends it.
+    synced: bool,
 }
 
 /// The FIFO of units sent and not yet answered by their ReadyForQuery.
@@ -184,7 +202,21 @@ impl<T> Pipeline<T> {
             error: None,
             params: Vec::new(),
             columns,
+            synced: true,
         });
+    }
+
+    /// Records that the newest unit's Sync was dropped: the next unit pushed shares it. Only
+    /// execution units ([`UnitKind::Execute`], [`UnitKind::Typed`]) can share a Sync, since they
+    /// end in a CommandComplete; for others this returns `None` and changes nothing. Returns
+    /// the newest unit's token.
+    pub fn join_last(&mut self) -> Option<&mut T> {
+        let last = self.fifo.back_mut()?;
+        if !matches!(last.kind, UnitKind::Execute(_) | UnitKind::Typed) {
+            return None;
+        }
+        last.synced = false;
+        Some(&mut last.token)
     }
 
     /// Units sent and not yet complete.
@@ -308,18 +340,38 @@ impl<T> Pipeline<T> {
                     self.head(tag)?;
                     buf.advance(total);
                 }
-                b'2' | b'1' | b'3' | b'n' | b'I' => {
+                b'2' | b'1' | b'3' | b'n' => {
                     let head = self.head(tag)?;
                     if tag == b'n' && matches!(head.kind, UnitKind::Prepare | UnitKind::Typed) {
                         head.columns = Some(no_columns());
                     }
                     buf.advance(total);
                 }
-                b'C' => {
+                b'C' | b'I' => {
                     let head = self.head(tag)?;
-                    head.affected = affected_rows(&buf[5..total]);
-                    head.verb = Verb::from_tag(&buf[5..total]);
+                    if tag == b'C' {
+                        head.affected = affected_rows(&buf[5..total]);
+                        head.verb = Verb::from_tag(&buf[5..total]);
+                    }
                     buf.advance(total);
+                    if !head.synced && head.error.is_none() {
+                        // Done, and read-only: whatever later units of its segment do cannot
+                        // change its result, so it need not wait for the segment's end.
+                        if let Some(unit) = self.fifo.pop_front() {
+                            done += 1;
+                            handler.unit_done(
+                                unit.token,
+                                finished(
+                                    unit.kind,
+                                    unit.rows,
+                                    unit.affected,
+                                    unit.verb,
+                                    unit.params,
+                                    unit.columns,
+                                ),
+                            );
+                        }
+                    }
                 }
                 b'Z' => {
                     if len != 5 {
@@ -333,19 +385,39 @@ impl<T> Pipeline<T> {
                     self.ready_seen += 1;
                     done += 1;
                     handler.ready(status);
-                    let outcome = match (unit.error, unit.kind) {
-                        (Some(e), _) => Outcome::Failed(e),
-                        (None, UnitKind::Prepare) => Outcome::Prepared {
-                            params: unit.params,
-                            columns: unit.columns.unwrap_or_else(no_columns),
-                        },
-                        (None, _) => Outcome::Rows {
-                            rows: unit.rows,
-                            affected: unit.affected,
-                            verb: unit.verb,
-                        },
+                    // A unit that shared its Sync reaches a ReadyForQuery only by failing: the
+                    // server skipped the rest of its segment.
+                    let broke_segment = !unit.synced;
+                    if broke_segment && unit.error.is_none() {
+                        return Err(ProtocolViolation(
+                            "ReadyForQuery before a statement's CommandComplete".into(),
+                        ));
+                    }
+                    let outcome = match unit.error {
+                        Some(e) => Outcome::Failed(e),
+                        None => finished(
+                            unit.kind,
+                            unit.rows,
+                            unit.affected,
+                            unit.verb,
+                            unit.params,
+                            unit.columns,
+                        ),
                     };
                     handler.unit_done(unit.token, outcome);
+                    if broke_segment {
+                        loop {
+                            let skipped = self.fifo.pop_front().ok_or_else(|| {
+                                ProtocolViolation("a segment's units outlived its Sync".into())
+                            })?;
+                            done += 1;
+                            let last = skipped.synced;
+                            handler.unit_skipped(skipped.token, skipped.kind);
+                            if last {
+                                break;
+                            }
+                        }
+                    }
                 }
                 b'E' => {
                     let err = parse_error_fields(&buf[5..total]);
@@ -435,6 +507,28 @@ impl<T> Pipeline<T> {
             }
         }
         Ok(())
+    }
+}
+
+/// A unit's outcome when no error ended it.
+fn finished(
+    kind: UnitKind,
+    rows: Vec<Row>,
+    affected: u64,
+    verb: Verb,
+    params: Vec<Type>,
+    columns: Option<Arc<[Column]>>,
+) -> Outcome {
+    match kind {
+        UnitKind::Prepare => Outcome::Prepared {
+            params,
+            columns: columns.unwrap_or_else(no_columns),
+        },
+        _ => Outcome::Rows {
+            rows,
+            affected,
+            verb,
+        },
     }
 }
 
