@@ -1224,6 +1224,9 @@ impl Job {
         if self.cand.no_fair {
             c.fair_lanes = false;
         }
+        if self.cand.no_coalesce {
+            c.sync_coalescing = false;
+        }
         c
     }
 

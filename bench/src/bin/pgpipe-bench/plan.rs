@@ -23,7 +23,8 @@ pub enum Kind {
 
 /// One client configuration. Its name is its spec: `pgpipe-smol-4`, `pgpipe-tokio-4-w256`
 /// (max_in_flight 256), `pgpipe-tokio-4-m4` (max_connections 4: no elasticity),
-/// `pgpipe-tokio-4-nofair` (`Config::fair_lanes` off),
+/// `pgpipe-tokio-4-nofair` (`Config::fair_lanes` off), `pgpipe-tokio-4-nocoalesce`
+/// (`Config::sync_coalescing` off),
 /// `tokio-postgres-2`, `deadpool-16`; `-tls` on any of them connects over TLS with the server
 /// certificate verified (`pgpipe-tokio-4-tls`, `tokio-postgres-4-tls`, `deadpool-16-tls`);
 /// without it a candidate is plaintext (`sslmode=disable`). A `#2` suffix enters the same
@@ -48,6 +49,8 @@ pub struct Candidate {
     pub tls: bool,
     /// pgpipe only (`-nofair`): `Config::fair_lanes` off (on by default).
     pub no_fair: bool,
+    /// pgpipe only (`-nocoalesce`): `Config::sync_coalescing` off (on by default).
+    pub no_coalesce: bool,
     /// 1, or the copy number of an A/A duplicate.
     pub copy: u32,
 }
@@ -59,7 +62,7 @@ impl Candidate {
     pub fn parse(spec: &str) -> Result<Candidate, String> {
         let bad = || {
             format!(
-                "bad candidate {spec:?}: expected pgpipe-{{smol,tokio,glommio}}-N[-wM][-mK][-nofair][-tls], \
+                "bad candidate {spec:?}: expected pgpipe-{{smol,tokio,glommio}}-N[-wM][-mK][-nofair][-nocoalesce][-tls], \
                  tokio-postgres-N[-tls] or deadpool-N[-tls], optionally followed by #K"
             )
         };
@@ -88,6 +91,7 @@ impl Candidate {
             .and_then(|n| n.parse::<usize>().ok())
             .ok_or_else(bad)?;
         let (mut window, mut max_conns, mut tls, mut no_fair) = (None, None, false, false);
+        let mut no_coalesce = false;
         for opt in parts {
             if opt == "tls" {
                 if tls {
@@ -104,6 +108,13 @@ impl Candidate {
                     return Err(bad());
                 }
                 no_fair = true;
+                continue;
+            }
+            if opt == "nocoalesce" {
+                if no_coalesce {
+                    return Err(bad());
+                }
+                no_coalesce = true;
                 continue;
             }
             let slot = match opt.as_bytes().first() {
@@ -127,11 +138,13 @@ impl Candidate {
             max_connections: max_conns,
             tls,
             no_fair,
+            no_coalesce,
             copy,
         })
     }
 
-    /// The option suffixes in their canonical order: `-wM`, `-mK`, `-nofair`, `-tls`, then `#K`.
+    /// The option suffixes in their canonical order: `-wM`, `-mK`, `-nofair`, `-nocoalesce`,
+    /// `-tls`, then `#K`.
     fn suffix(&self) -> String {
         let mut s = String::new();
         if let Some(w) = self.max_in_flight {
@@ -142,6 +155,9 @@ impl Candidate {
         }
         if self.no_fair {
             s.push_str("-nofair");
+        }
+        if self.no_coalesce {
+            s.push_str("-nocoalesce");
         }
         if self.tls {
             s.push_str("-tls");
