@@ -720,7 +720,9 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
         md.push_str(&report::table(s, settings.rounds));
         md.push('\n');
     }
-    md.push_str("### Goals of issue 5\n\n");
+    md.push_str(
+        "### Goals\n\nMeasured on the point-select, closed-loop scenarios (direct and at 5 ms one way); errors over all runs.\n\n",
+    );
     md.push_str(&report::goals_table(&goals));
     println!("{md}");
 

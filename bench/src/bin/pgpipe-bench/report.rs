@@ -1,4 +1,4 @@
-//! Summaries over rounds (median and min–max of every figure), the A/A spread, the issue's
+//! Summaries over rounds (median and min–max of every figure), the A/A spread, the benchmark's
 //! goals, the printed tables (Markdown, readable in a terminal too) and the JSON document.
 
 use std::fmt::Write as _;
@@ -201,7 +201,7 @@ pub struct ScenarioResult {
     pub aa: Option<AaSpread>,
     /// hol: the goals of the head-of-line scenario, from the medians (empty otherwise).
     pub hol_goals: Vec<Goal>,
-    /// Through PgBouncer and with many processes: the goals of issue 11 (item 7).
+    /// Through PgBouncer and with many processes: the pooler goals (see [`pooler_goals`]).
     pub pooler_goals: Vec<Goal>,
     /// With `-tls` candidates: TLS against plaintext and against tokio-postgres over TLS.
     pub tls: Option<TlsReport>,
@@ -375,7 +375,7 @@ impl ScenarioResult {
     }
 }
 
-/// One goal of issue 5.
+/// One goal: what is aimed at, what the run measured, and whether that meets it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Goal {
     pub goal: String,
@@ -399,7 +399,8 @@ fn headline(scenarios: &[ScenarioResult], delay: Delay) -> Option<&ScenarioResul
     })
 }
 
-/// Checks the goals of issue 5 on the point-select, closed-loop scenarios.
+/// Checks the headline goals (throughput, client CPU, fill ratios, tail, long round trips)
+/// on the point-select, closed-loop scenarios.
 pub fn goals(scenarios: &[ScenarioResult]) -> Vec<Goal> {
     let mut out = Vec::new();
     let mut goal = |goal: &str, measured: String, met: Option<bool>| {
@@ -421,7 +422,7 @@ pub fn goals(scenarios: &[ScenarioResult]) -> Vec<Goal> {
                 goal(
                     "throughput >= 1.2x best tokio-postgres",
                     format!(
-                        "{:.2}x ({} {:.0}/s vs {} {:.0}/s)",
+                        "{:.2}x ({} {:.0} ops/s vs {} {:.0} ops/s)",
                         r,
                         p.candidate.name,
                         p.summary.throughput.median,
@@ -433,14 +434,14 @@ pub fn goals(scenarios: &[ScenarioResult]) -> Vec<Goal> {
                 let cp = p.summary.client_cpu_us.median;
                 let ct = t.summary.client_cpu_us.median;
                 goal(
-                    "client CPU per query <= 5 us",
-                    format!("{cp:.2} us ({})", p.candidate.name),
+                    "client CPU <= 5 µs/op",
+                    format!("{cp:.2} µs/op ({})", p.candidate.name),
                     Some(cp <= 5.0),
                 );
                 goal(
-                    "client CPU per query <= 0.75x best tokio-postgres",
+                    "client CPU per op <= 0.75x best tokio-postgres",
                     format!(
-                        "{:.2}x ({cp:.2} us vs {ct:.2} us of {})",
+                        "{:.2}x ({cp:.2} µs/op vs {ct:.2} µs/op of {})",
                         cp / ct,
                         t.candidate.name
                     ),
@@ -454,7 +455,7 @@ pub fn goals(scenarios: &[ScenarioResult]) -> Vec<Goal> {
             goal(
                 "throughput >= 4x best deadpool",
                 format!(
-                    "{:.2}x ({} {:.0}/s vs {} {:.0}/s)",
+                    "{:.2}x ({} {:.0} ops/s vs {} {:.0} ops/s)",
                     r,
                     p.candidate.name,
                     p.summary.throughput.median,
@@ -476,12 +477,12 @@ pub fn goals(scenarios: &[ScenarioResult]) -> Vec<Goal> {
                 .map(|f| f.median)
                 .unwrap_or(f64::MAX);
             goal(
-                "units_per_readable >= 8 at 1000 tasks",
+                "units/readable >= 8 at 1000 tasks",
                 format!("{upr:.2} ({})", p.candidate.name),
                 Some(upr >= 8.0),
             );
             goal(
-                "writes_per_unit <= 0.2 at 1000 tasks",
+                "writes/unit <= 0.2 at 1000 tasks",
                 format!("{wpu:.3} ({})", p.candidate.name),
                 Some(wpu <= 0.2),
             );
@@ -527,7 +528,7 @@ pub fn goals(scenarios: &[ScenarioResult]) -> Vec<Goal> {
                 goal(
                     label,
                     format!(
-                        "{:.1}x ({} {:.0}/s vs deadpool-32 {:.0}/s)",
+                        "{:.1}x ({} {:.0} ops/s vs deadpool-32 {:.0} ops/s)",
                         r,
                         p.candidate.name,
                         p.summary.throughput.median,
@@ -639,7 +640,7 @@ fn hol_goals(s: &ScenarioResult) -> Vec<Goal> {
                         "{}: throughput >= best deadpool's ({})",
                         p.candidate.name, d.candidate.name
                     ),
-                    measured: format!("{t:.0}/s vs {dt:.0}/s ({:.2}x)", t / dt),
+                    measured: format!("{t:.0} ops/s vs {dt:.0} ops/s ({:.2}x)", t / dt),
                     met: Some(t >= dt),
                 });
             }
@@ -1105,7 +1106,7 @@ fn tls_notes(t: &mut String, r: &TlsReport) {
         };
         let _ = writeln!(
             t,
-            "- {}{goal}: {:.2}x ({:.0}/s vs {:.0}/s) — **{}**{medians}",
+            "- {}{goal}: {:.2}x ({:.0} ops/s vs {:.0} ops/s) — **{}**{medians}",
             x.what,
             x.ratio,
             x.numerator,
@@ -1266,7 +1267,7 @@ fn pooler_table(t: &mut String, s: &ScenarioResult) {
         );
     }
     if !s.pooler_goals.is_empty() {
-        let _ = writeln!(t, "\nGoals of issue 11 (from the medians):\n");
+        let _ = writeln!(t, "\nGoals (from the medians):\n");
         for g in &s.pooler_goals {
             let st = match g.met {
                 Some(true) => "met",
@@ -1278,7 +1279,7 @@ fn pooler_table(t: &mut String, s: &ScenarioResult) {
     }
 }
 
-/// Issue 11's goals, one line per pgpipe configuration (A/A copies left out), each against the
+/// The pooler goals, one line per pgpipe configuration (A/A copies left out), each against the
 /// deadpool candidate with the highest throughput: through PgBouncer (one process), pgpipe's
 /// throughput at least twice deadpool's with no wrong answer (no error) in the scenario; with
 /// many processes, at most a quarter of deadpool's server connections (peak sampled) at no
@@ -1322,7 +1323,7 @@ fn pooler_goals(s: &ScenarioResult) -> Vec<Goal> {
         let (measured, met) = if s.procs == 1 {
             (
                 format!(
-                    "{r:.2}x ({} {pt:.0}/s vs {} {dt:.0}/s); errors in the scenario: {errors}",
+                    "{r:.2}x ({} {pt:.0} ops/s vs {} {dt:.0} ops/s); errors in the scenario: {errors}",
                     p.candidate.name, d.candidate.name
                 ),
                 Some(r >= 2.0 && errors == 0),
@@ -1332,7 +1333,7 @@ fn pooler_goals(s: &ScenarioResult) -> Vec<Goal> {
             match (peak(p), peak(d)) {
                 (Some(cp), Some(cd)) if cd > 0.0 => (
                     format!(
-                        "{} {cp:.0} vs {} {cd:.0} server connections ({:.2} of deadpool's) at {r:.2}x its throughput ({pt:.0}/s vs {dt:.0}/s); errors in the scenario: {errors}",
+                        "{} {cp:.0} vs {} {cd:.0} server connections ({:.2} of deadpool's) at {r:.2}x its throughput ({pt:.0} ops/s vs {dt:.0} ops/s); errors in the scenario: {errors}",
                         p.candidate.name,
                         d.candidate.name,
                         cp / cd,
@@ -1461,11 +1462,11 @@ fn bulk_table(t: &mut String, s: &ScenarioResult) {
 
 /// Goals as a Markdown table.
 pub fn goals_table(goals: &[Goal]) -> String {
-    let mut t = String::from("| goal (issue 5) | measured | status |\n|---|---|---|\n");
+    let mut t = String::from("| goal | measured | status |\n|---|---|---|\n");
     for g in goals {
         let st = match g.met {
             Some(true) => "met",
-            Some(false) => "MISSED",
+            Some(false) => "NOT met",
             None => "n/a",
         };
         let _ = writeln!(t, "| {} | {} | {} |", g.goal, g.measured, st);
@@ -1622,7 +1623,7 @@ mod tests {
         assert_eq!(slower.pooler_goals[0].met, Some(false));
         let t = table(&many, 1);
         assert!(t.contains("| 8 × pgpipe-tokio-2 |"), "{t}");
-        assert!(t.contains("Goals of issue 11"));
+        assert!(t.contains("Goals (from the medians)"));
     }
 
     #[test]
