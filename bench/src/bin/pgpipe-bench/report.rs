@@ -916,6 +916,117 @@ fn range(f: &Figure, fmt: impl Fn(f64) -> String) -> String {
     }
 }
 
+/// Columns of the closed- and open-loop tables (point, select1, rw).
+const COLUMNS: &[&str] = &[
+    "candidate",
+    "conns",
+    "ops/s",
+    "client CPU µs/op",
+    "machine CPU µs/op",
+    "p50",
+    "p90",
+    "p99",
+    "p99.9",
+    "p99.99",
+    "max",
+    "errors",
+    "units/readable",
+    "writes/unit",
+];
+
+/// Added to [`COLUMNS`] where the scenario has `-tls` candidates.
+const TLS_COLUMNS: &[&str] = &["bytes/write", "bytes/TLS record", "TLS records/unit"];
+
+/// Columns of the pool-ceiling table.
+const CEILING_COLUMNS: &[&str] = &[
+    "candidate",
+    "conns",
+    "time to finish ms",
+    "ideal ms",
+    "vs ideal",
+    "ops/s",
+    "client CPU µs/op",
+    "machine CPU µs/op",
+    "p50",
+    "p99",
+    "max",
+    "errors",
+];
+
+/// Columns of the head-of-line table.
+const HOL_COLUMNS: &[&str] = &[
+    "candidate",
+    "ops/s",
+    "client CPU µs/op",
+    "machine CPU µs/op",
+    "fast p50",
+    "fast p99",
+    "fast p99.9",
+    "fast p99.99",
+    "fast max",
+    "fast samples",
+    "slow p50",
+    "slow p99",
+    "dropped",
+    "conns avg",
+    "conns max",
+];
+
+/// Columns of the PgBouncer and many-process table.
+const POOLER_COLUMNS: &[&str] = &[
+    "candidate",
+    "client conns",
+    "server conns avg",
+    "server conns max",
+    "ops/s",
+    "client CPU µs/op",
+    "PgBouncer CPU µs/op",
+    "machine CPU µs/op",
+    "p50",
+    "p99",
+    "p99.9",
+    "max",
+    "errors",
+    "units/readable",
+];
+
+/// Columns of the COPY and streaming table.
+const BULK_COLUMNS: &[&str] = &[
+    "candidate",
+    "rows/s",
+    "time s",
+    "client CPU µs/row",
+    "machine CPU µs/row",
+    "peak client heap MiB",
+    "client heap at start MiB",
+    "runtime heap MiB",
+    "errors",
+];
+
+/// The columns of the table [`table`] prints for `s`, in order (the legend explains each).
+pub fn columns(s: &ScenarioResult) -> Vec<&'static str> {
+    if s.workload == Workload::Hol {
+        HOL_COLUMNS.to_vec()
+    } else if s.workload.is_bulk() {
+        BULK_COLUMNS.to_vec()
+    } else if s.is_pooled() {
+        POOLER_COLUMNS.to_vec()
+    } else if matches!(s.load, Load::Ceiling { .. }) {
+        CEILING_COLUMNS.to_vec()
+    } else if s.tls.is_some() {
+        COLUMNS.iter().chain(TLS_COLUMNS).copied().collect()
+    } else {
+        COLUMNS.to_vec()
+    }
+}
+
+/// A Markdown table's header: the names, then the alignment row (the candidate left, every
+/// figure right).
+fn header(t: &mut String, cols: &[&str]) {
+    let _ = writeln!(t, "| {} |", cols.join(" | "));
+    let _ = writeln!(t, "|---|{}", "--:|".repeat(cols.len().saturating_sub(1)));
+}
+
 /// A Markdown table of one scenario (median over rounds, min–max in parentheses).
 pub fn table(s: &ScenarioResult, rounds: usize) -> String {
     let mut t = String::new();
@@ -930,6 +1041,7 @@ pub fn table(s: &ScenarioResult, rounds: usize) -> String {
             "; latency in ms"
         }
     );
+    header(&mut t, &columns(s));
     if s.workload == Workload::Hol {
         hol_table(&mut t, s);
         return t;
@@ -944,31 +1056,6 @@ pub fn table(s: &ScenarioResult, rounds: usize) -> String {
     }
     let ceiling = matches!(s.load, Load::Ceiling { .. });
     let tls = s.tls.is_some();
-    if ceiling {
-        let _ = writeln!(
-            t,
-            "| candidate | conns | time to finish ms | ideal ms | vs ideal | ops/s | client CPU µs/op | p50 | p99 | max | errors |"
-        );
-        let _ = writeln!(t, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
-    } else if tls {
-        let _ = writeln!(
-            t,
-            "| candidate | conns | ops/s | client CPU µs/op | machine CPU µs/op | p50 | p90 | p99 | p99.9 | p99.99 | max | errors | units/readable | writes/unit | bytes/write | bytes/TLS record | TLS records/unit |"
-        );
-        let _ = writeln!(
-            t,
-            "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
-        );
-    } else {
-        let _ = writeln!(
-            t,
-            "| candidate | conns | ops/s | client CPU µs/op | machine CPU µs/op | p50 | p90 | p99 | p99.9 | p99.99 | max | errors | units/readable | writes/unit |"
-        );
-        let _ = writeln!(
-            t,
-            "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
-        );
-    }
     for c in &s.candidates {
         let m = &c.summary;
         if failed_row(&mut t, c, " – |") {
@@ -980,7 +1067,7 @@ pub fn table(s: &ScenarioResult, rounds: usize) -> String {
                 queries as f64 * crate::engine::SLEEP_SECONDS * 1e3 / c.candidate.conns as f64;
             let _ = writeln!(
                 t,
-                "| {} | {} | {} | {:.0} | {:.2}x | {} | {:.1} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {:.0} | {:.2}x | {} | {:.1} | {:.1} | {} | {} | {} | {} |",
                 c.candidate.name,
                 conns,
                 range(&m.wall_ms, |v| format!("{v:.0}")),
@@ -988,6 +1075,7 @@ pub fn table(s: &ScenarioResult, rounds: usize) -> String {
                 m.wall_ms.median / ideal,
                 thousands(m.throughput.median),
                 m.client_cpu_us.median,
+                m.machine_cpu_us.median,
                 ms(m.p50_us.median),
                 ms(m.p99_us.median),
                 ms(m.max_us.median),
@@ -1116,14 +1204,9 @@ fn tls_notes(t: &mut String, r: &TlsReport) {
     }
 }
 
-/// The hol scenario's rows: throughput, the fast ops' tail, the slow ops, dropped requests,
-/// connections used; then the A/A spread and the goals.
+/// The hol scenario's rows: throughput, CPU per op, the fast ops' tail, the slow ops, dropped
+/// requests, connections used; then the A/A spread and the goals.
 fn hol_table(t: &mut String, s: &ScenarioResult) {
-    let _ = writeln!(
-        t,
-        "| candidate | ops/s | fast p50 | fast p99 | fast p99.9 | fast p99.99 | fast max | fast samples | slow p50 | slow p99 | dropped | conns avg | conns max |"
-    );
-    let _ = writeln!(t, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     let lat = |f: &Option<Figure>| f.map_or_else(|| "–".into(), |f| ms(f.median));
     for c in &s.candidates {
         let m = &c.summary;
@@ -1132,9 +1215,11 @@ fn hol_table(t: &mut String, s: &ScenarioResult) {
         }
         let _ = writeln!(
             t,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             c.candidate.name,
             range(&m.throughput, thousands),
+            range(&m.client_cpu_us, |v| format!("{v:.1}")),
+            m.machine_cpu_us.median,
             lat(&m.fast_p50_us),
             lat(&m.fast_p99_us),
             lat(&m.fast_p999_us),
@@ -1191,14 +1276,6 @@ then `query_typed` on its tokio-postgres client (its statement cache unused)";
 /// The PgBouncer and many-process scenarios: client and server connections, throughput, CPU
 /// and latency; then the legend, the A/A spread and the goals.
 fn pooler_table(t: &mut String, s: &ScenarioResult) {
-    let _ = writeln!(
-        t,
-        "| candidate | client conns | server conns avg | server conns max | ops/s | client CPU µs/op | PgBouncer CPU µs/op | machine CPU µs/op | p50 | p99 | p99.9 | max | errors | units/readable |"
-    );
-    let _ = writeln!(
-        t,
-        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
-    );
     let procs = if s.procs > 1 {
         format!("{} × ", s.procs)
     } else {
@@ -1358,11 +1435,6 @@ fn pooler_goals(s: &ScenarioResult) -> Vec<Goal> {
 /// A bulk scenario's rows: rows/s, CPU per row, the heap; then the A/A spread, the rows'
 /// check, the ratios and the memory goal.
 fn bulk_table(t: &mut String, s: &ScenarioResult) {
-    let _ = writeln!(
-        t,
-        "| candidate | rows/s | seconds | client CPU µs/row | machine CPU µs/row | peak client heap MiB | client heap at start MiB | runtime heap MiB | errors |"
-    );
-    let _ = writeln!(t, "|---|--:|--:|--:|--:|--:|--:|--:|--:|");
     let mib = |b: f64| format!("{:.2}", b / (1024.0 * 1024.0));
     for c in &s.candidates {
         let m = &c.summary;
