@@ -19,10 +19,10 @@ mod monitor;
 mod plan;
 mod pooler;
 mod procs;
+mod progress;
 mod report;
 mod svg;
 
-use std::io::{IsTerminal, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -302,49 +302,6 @@ fn workspace_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
-fn clock(d: Duration) -> String {
-    let s = d.as_secs();
-    format!("{}:{:02}", s / 60, s % 60)
-}
-
-/// The progress line on stderr: rewritten in place on a terminal, one line per run otherwise.
-struct Progress {
-    tty: bool,
-    start: Instant,
-    total: usize,
-    done: usize,
-}
-
-impl Progress {
-    fn show(&mut self, what: &str) {
-        let elapsed = self.start.elapsed();
-        let left = if self.done == 0 {
-            "?".to_string()
-        } else {
-            clock(elapsed.mul_f64((self.total - self.done) as f64 / self.done as f64))
-        };
-        let line = format!(
-            "[{:>3}/{}] {what} · {} elapsed · ~{left} left",
-            self.done.min(self.total),
-            self.total,
-            clock(elapsed)
-        );
-        let mut e = std::io::stderr().lock();
-        if self.tty {
-            let _ = write!(e, "\r\x1b[2K{line}");
-        } else {
-            let _ = writeln!(e, "{line}");
-        }
-        let _ = e.flush();
-    }
-
-    fn finish(&self) {
-        if self.tty {
-            eprintln!();
-        }
-    }
-}
-
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     // A process of a many-process run (procs.rs): not a user command.
@@ -411,7 +368,12 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
             let names: Vec<&str> = s.candidates.iter().map(|c| c.name.as_str()).collect();
             println!("{}: {}", s.id(), names.join(", "));
         }
-        println!("{runs_total} runs ({} rounds)", settings.rounds);
+        println!(
+            "{runs_total} runs ({} round{}), planned to take about {} (start-up not included)",
+            settings.rounds,
+            if settings.rounds == 1 { "" } else { "s" },
+            progress::human(progress::planned_total(&settings, &plan))
+        );
         return Ok(true);
     }
 
@@ -499,9 +461,9 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
     let t = Instant::now();
     load_accounts(&base, settings.rows)?;
     eprintln!(
-        "pgpipe-bench: accounts table ready ({} rows) in {:.1}s",
+        "pgpipe-bench: accounts table ready ({} rows) in {}",
         settings.rows,
-        t.elapsed().as_secs_f64()
+        progress::human(t.elapsed())
     );
     if plan.iter().any(|s| s.workload.is_bulk()) {
         let t = Instant::now();
@@ -516,9 +478,9 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
             ));
         }
         eprintln!(
-            "pgpipe-bench: COPY source table ready ({} rows) in {:.1}s",
+            "pgpipe-bench: COPY source table ready ({} rows) in {}",
             settings.copy_rows,
-            t.elapsed().as_secs_f64()
+            progress::human(t.elapsed())
         );
     }
 
@@ -564,12 +526,14 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
                 .collect()
         })
         .collect();
-    let mut progress = Progress {
-        tty: std::io::stderr().is_terminal(),
-        start: Instant::now(),
-        total: runs_total,
-        done: 0,
-    };
+    let planned = progress::planned_total(&settings, &plan);
+    eprintln!(
+        "pgpipe-bench: {runs_total} runs in {} round{}, planned to take about {}",
+        settings.rounds,
+        if settings.rounds == 1 { "" } else { "s" },
+        progress::human(planned)
+    );
+    let mut progress = progress::Progress::new(runs_total, planned);
     for round in 0..settings.rounds {
         for (si, sc) in plan.iter().enumerate() {
             let n = sc.candidates.len();
@@ -645,7 +609,7 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
                 if own_backends && !run_monitor.wait_idle(Duration::from_secs(10)) {
                     eprintln!("\npgpipe-bench: {} left server connections open", cand.name);
                 }
-                progress.done += 1;
+                progress.run_done(progress::planned_run(&settings, sc, cand));
                 let slot = &mut results[si][ci];
                 let what = match outcome {
                     Ok(m) => {
@@ -777,7 +741,10 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
         }
         eprintln!("pgpipe-bench: wrote {n} charts to {}", dir.display());
     }
-    eprintln!("pgpipe-bench: done in {}", clock(started.elapsed()));
+    eprintln!(
+        "pgpipe-bench: done in {}",
+        progress::human(started.elapsed())
+    );
     Ok(ok)
 }
 
