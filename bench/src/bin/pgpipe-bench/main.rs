@@ -15,6 +15,7 @@
 
 mod bulk;
 mod engine;
+mod legend;
 mod monitor;
 mod plan;
 mod pooler;
@@ -52,7 +53,8 @@ usage: cargo run --release -p pgpipe-bench -- [options]
                           with none, -tls candidates are skipped with a note)
   --candidates LIST       comma-separated, e.g. pgpipe-smol-4,pgpipe-tokio-4-w256,tokio-postgres-1,deadpool-16
                           pgpipe options: -wM max_in_flight M, -mK max_connections K (elastic
-                          connections up to K; K <= N: none), either order: pgpipe-tokio-4-w256-m32
+                          connections up to K; K <= N: none), -nofair fair_lanes off; in any
+                          order: pgpipe-tokio-4-w256-m32
                           any candidate: -tls over TLS, certificate and host name verified (pgpipe
                           sslmode=verify-full; tokio-postgres and deadpool via tokio-postgres-rustls),
                           e.g. pgpipe-tokio-4-tls, tokio-postgres-4-tls; without it, plaintext
@@ -670,7 +672,7 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
     let mut md = String::new();
     let machine = Machine::collect(server_version, server);
     md.push_str(&format!(
-        "## pgpipe-bench results\n\nCommand: `cargo run --release -p pgpipe-bench --{}{}`  \nMachine: {} CPUs ({}), {} GiB, Linux {}; {}; server: {}.\n\n",
+        "## pgpipe-bench results\n\nCommand: `cargo run --release -p pgpipe-bench --{}{}`  \nMachine: {} CPUs ({}), {} GiB, Linux {}; {}; server: {}.  \nSetup names, scenario ids, columns and units are explained under \"{}\" at the end.\n\n",
         if argv.is_empty() { "" } else { " " },
         argv.join(" "),
         machine.nproc,
@@ -678,7 +680,8 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
         machine.mem_total_gib,
         machine.kernel,
         machine.server_version,
-        machine.server
+        machine.server,
+        legend::TITLE
     ));
     for s in &scenarios {
         md.push_str(&report::table(s, settings.rounds));
@@ -688,6 +691,8 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
         "### Goals\n\nMeasured on the point-select, closed-loop scenarios (direct and at 5 ms one way); errors over all runs.\n\n",
     );
     md.push_str(&report::goals_table(&goals));
+    md.push('\n');
+    md.push_str(&legend::legend(&scenarios, true));
     println!("{md}");
 
     let root = workspace_root();
