@@ -660,7 +660,12 @@ async fn closed<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, tasks: usize) -> Mea
     settle(
         &mut m,
         unfinished,
-        |u| format!("closed loop: {u} tasks did not finish {DRAIN_LIMIT:?} after the window"),
+        |u| {
+            format!(
+                "closed loop: {u} tasks did not finish {} s after the window",
+                DRAIN_LIMIT.as_secs()
+            )
+        },
         sampler.finish(),
     );
     check_transport(&mut m, job);
@@ -780,7 +785,12 @@ async fn open<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, rate: f64) -> Measurem
     settle(
         &mut m,
         unfinished,
-        |u| format!("open loop: {u} requests unfinished {DRAIN_LIMIT:?} after the window"),
+        |u| {
+            format!(
+                "open loop: {u} requests unfinished {} s after the window",
+                DRAIN_LIMIT.as_secs()
+            )
+        },
         sampler.finish(),
     );
     check_transport(&mut m, job);
@@ -832,7 +842,12 @@ async fn ceiling<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, queries: usize) -> 
     settle(
         &mut m,
         unfinished,
-        |u| format!("pool ceiling: {u} queries unfinished {DRAIN_LIMIT:?} after the start"),
+        |u| {
+            format!(
+                "pool ceiling: {u} queries unfinished {} s after the start",
+                DRAIN_LIMIT.as_secs()
+            )
+        },
         sampler.finish(),
     );
     check_transport(&mut m, job);

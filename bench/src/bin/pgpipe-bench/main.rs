@@ -11,18 +11,21 @@
 //! (the tests' harness, with TLS on, so that plaintext and `-tls` candidates meet the same
 //! server), loads a pgbench-like accounts table once, runs every scenario's
 //! candidates interleaved over several rounds, prints Markdown tables (median and min–max over
-//! rounds), and writes the JSON document and SVG charts. Method and figures: docs/BENCHMARKS.md.
+//! rounds) with a legend, and writes them, the JSON document and SVG charts to a directory of the
+//! run's own under `target/` (git-ignored), or with `--update-docs` to the committed report
+//! (`docs/bench/`, `bench/results/`). Method and figures: docs/BENCHMARKS.md.
 
 mod bulk;
 mod engine;
+mod legend;
 mod monitor;
 mod plan;
 mod pooler;
 mod procs;
+mod progress;
 mod report;
 mod svg;
 
-use std::io::{IsTerminal, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -52,7 +55,8 @@ usage: cargo run --release -p pgpipe-bench -- [options]
                           with none, -tls candidates are skipped with a note)
   --candidates LIST       comma-separated, e.g. pgpipe-smol-4,pgpipe-tokio-4-w256,tokio-postgres-1,deadpool-16
                           pgpipe options: -wM max_in_flight M, -mK max_connections K (elastic
-                          connections up to K; K <= N: none), either order: pgpipe-tokio-4-w256-m32
+                          connections up to K; K <= N: none), -nofair fair_lanes off; in any
+                          order: pgpipe-tokio-4-w256-m32
                           any candidate: -tls over TLS, certificate and host name verified (pgpipe
                           sslmode=verify-full; tokio-postgres and deadpool via tokio-postgres-rustls),
                           e.g. pgpipe-tokio-4-tls, tokio-postgres-4-tls; without it, plaintext
@@ -77,11 +81,19 @@ usage: cargo run --release -p pgpipe-bench -- [options]
   --rows N                accounts rows (default 1000000; quick 10000)
   --ceiling-queries N     queries of the pool-ceiling batch (default 600; quick 60)
   --copy-rows N           rows of each COPY and streaming run (default 1000000; quick 100000)
-  --out FILE              JSON result (default bench/results/pgpipe-bench-<time>.json; quick: target/pgpipe-bench-quick/)
-  --svg-dir DIR           charts (default docs/bench; quick: target/pgpipe-bench-quick/svg)
+  --out FILE              JSON result, with the Markdown report beside it (FILE with .md)
+                          (default: results.json in the run's directory, see below)
+  --svg-dir DIR           charts (default: charts/ in the run's directory)
   --no-svg                no charts
+  --update-docs           refresh the committed report instead: charts to docs/bench/, JSON and
+                          Markdown to bench/results/pgpipe-bench-<unix time>.json/.md (not with --quick)
   --list                  print the plan and exit
   -h, --help              this text
+
+Results go to a directory of the run's own, target/pgpipe-bench/<UTC time>/ (with -quick appended
+for --quick): results.md (the printed tables, goals and legend), results.json (every round of
+every candidate) and charts/. git ignores target/, so a run leaves the working tree as it was;
+the last lines printed say where everything went.
 
 Without --workloads/--loads/--delays the curated default set runs (see docs/BENCHMARKS.md);
 with any of them, their cross product (unspecified: point, closed, direct). --candidates
@@ -113,6 +125,7 @@ struct Args {
     out: Option<PathBuf>,
     svg_dir: Option<PathBuf>,
     no_svg: bool,
+    update_docs: bool,
     list: bool,
 }
 
@@ -147,6 +160,7 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
         out: None,
         svg_dir: None,
         no_svg: false,
+        update_docs: false,
         list: false,
     };
     let mut it = argv.iter();
@@ -192,6 +206,7 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
             "--out" => a.out = Some(val()?.into()),
             "--svg-dir" => a.svg_dir = Some(val()?.into()),
             "--no-svg" => a.no_svg = true,
+            "--update-docs" => a.update_docs = true,
             "--list" => a.list = true,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
@@ -202,6 +217,13 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
         return Err(
             "--scenarios picks from the default set; it does not combine with --workloads, \
              --loads or --delays"
+                .into(),
+        );
+    }
+    if a.update_docs && a.quick {
+        return Err(
+            "--update-docs refreshes the committed figures; --quick's windows are too short for \
+             figures"
                 .into(),
         );
     }
@@ -302,49 +324,6 @@ fn workspace_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
-fn clock(d: Duration) -> String {
-    let s = d.as_secs();
-    format!("{}:{:02}", s / 60, s % 60)
-}
-
-/// The progress line on stderr: rewritten in place on a terminal, one line per run otherwise.
-struct Progress {
-    tty: bool,
-    start: Instant,
-    total: usize,
-    done: usize,
-}
-
-impl Progress {
-    fn show(&mut self, what: &str) {
-        let elapsed = self.start.elapsed();
-        let left = if self.done == 0 {
-            "?".to_string()
-        } else {
-            clock(elapsed.mul_f64((self.total - self.done) as f64 / self.done as f64))
-        };
-        let line = format!(
-            "[{:>3}/{}] {what} · {} elapsed · ~{left} left",
-            self.done.min(self.total),
-            self.total,
-            clock(elapsed)
-        );
-        let mut e = std::io::stderr().lock();
-        if self.tty {
-            let _ = write!(e, "\r\x1b[2K{line}");
-        } else {
-            let _ = writeln!(e, "{line}");
-        }
-        let _ = e.flush();
-    }
-
-    fn finish(&self) {
-        if self.tty {
-            eprintln!();
-        }
-    }
-}
-
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     // A process of a many-process run (procs.rs): not a user command.
@@ -379,6 +358,8 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let settings = settings(args);
+    let root = workspace_root();
+    let out = Outputs::new(args, &root, started_unix);
     let mut plan = build_plan(args, &settings);
     if plan.is_empty() && args.scenarios.is_some() {
         let all: Vec<String> = plan::default_plan(&settings, args.quick)
@@ -411,7 +392,12 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
             let names: Vec<&str> = s.candidates.iter().map(|c| c.name.as_str()).collect();
             println!("{}: {}", s.id(), names.join(", "));
         }
-        println!("{runs_total} runs ({} rounds)", settings.rounds);
+        println!(
+            "{runs_total} runs ({} round{}), planned to take about {} (start-up not included)",
+            settings.rounds,
+            if settings.rounds == 1 { "" } else { "s" },
+            progress::human(progress::planned_total(&settings, &plan))
+        );
         return Ok(true);
     }
 
@@ -499,9 +485,9 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
     let t = Instant::now();
     load_accounts(&base, settings.rows)?;
     eprintln!(
-        "pgpipe-bench: accounts table ready ({} rows) in {:.1}s",
+        "pgpipe-bench: accounts table ready ({} rows) in {}",
         settings.rows,
-        t.elapsed().as_secs_f64()
+        progress::human(t.elapsed())
     );
     if plan.iter().any(|s| s.workload.is_bulk()) {
         let t = Instant::now();
@@ -516,9 +502,9 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
             ));
         }
         eprintln!(
-            "pgpipe-bench: COPY source table ready ({} rows) in {:.1}s",
+            "pgpipe-bench: COPY source table ready ({} rows) in {}",
             settings.copy_rows,
-            t.elapsed().as_secs_f64()
+            progress::human(t.elapsed())
         );
     }
 
@@ -564,12 +550,15 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
                 .collect()
         })
         .collect();
-    let mut progress = Progress {
-        tty: std::io::stderr().is_terminal(),
-        start: Instant::now(),
-        total: runs_total,
-        done: 0,
-    };
+    let planned = progress::planned_total(&settings, &plan);
+    eprintln!(
+        "pgpipe-bench: {runs_total} runs in {} round{}, planned to take about {}",
+        settings.rounds,
+        if settings.rounds == 1 { "" } else { "s" },
+        progress::human(planned)
+    );
+    eprintln!("pgpipe-bench: results will go to {}", out.places());
+    let mut progress = progress::Progress::new(runs_total, planned);
     for round in 0..settings.rounds {
         for (si, sc) in plan.iter().enumerate() {
             let n = sc.candidates.len();
@@ -645,7 +634,7 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
                 if own_backends && !run_monitor.wait_idle(Duration::from_secs(10)) {
                     eprintln!("\npgpipe-bench: {} left server connections open", cand.name);
                 }
-                progress.done += 1;
+                progress.run_done(progress::planned_run(&settings, sc, cand));
                 let slot = &mut results[si][ci];
                 let what = match outcome {
                     Ok(m) => {
@@ -706,7 +695,7 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
     let mut md = String::new();
     let machine = Machine::collect(server_version, server);
     md.push_str(&format!(
-        "## pgpipe-bench results\n\nCommand: `cargo run --release -p pgpipe-bench --{}{}`  \nMachine: {} CPUs ({}), {} GiB, Linux {}; {}; server: {}.\n\n",
+        "## pgpipe-bench results\n\nCommand: `cargo run --release -p pgpipe-bench --{}{}`  \nMachine: {} CPUs ({}), {} GiB, Linux {}; {}; server: {}.  \nSetup names, scenario ids, columns and units are explained under \"{}\" at the end.\n\n",
         if argv.is_empty() { "" } else { " " },
         argv.join(" "),
         machine.nproc,
@@ -714,26 +703,21 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
         machine.mem_total_gib,
         machine.kernel,
         machine.server_version,
-        machine.server
+        machine.server,
+        legend::TITLE
     ));
     for s in &scenarios {
         md.push_str(&report::table(s, settings.rounds));
         md.push('\n');
     }
-    md.push_str("### Goals of issue 5\n\n");
+    md.push_str(
+        "### Goals\n\nMeasured on the point-select, closed-loop scenarios (direct and at 5 ms one way); errors over all runs.\n\n",
+    );
     md.push_str(&report::goals_table(&goals));
+    md.push('\n');
+    md.push_str(&legend::legend(&scenarios, true));
     println!("{md}");
 
-    let root = workspace_root();
-    let quick_dir = root.join("target").join("pgpipe-bench-quick");
-    let json_path = match &args.out {
-        Some(p) => p.clone(),
-        None if args.quick => quick_dir.join("results.json"),
-        None => root
-            .join("bench")
-            .join("results")
-            .join(format!("pgpipe-bench-{started_unix}.json")),
-    };
     let ok = goals
         .iter()
         .find(|g| g.goal.starts_with("errors"))
@@ -755,28 +739,141 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
         scenarios,
     };
     write_file(
-        &json_path,
+        &out.json,
         &serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?,
     )?;
-    write_file(&json_path.with_extension("md"), &md)?;
-    eprintln!("pgpipe-bench: wrote {}", json_path.display());
-    if !args.no_svg {
-        let dir = match &args.svg_dir {
-            Some(d) => d.clone(),
-            None if args.quick => quick_dir.join("svg"),
-            None => root.join("docs").join("bench"),
-        };
-        let mut n = 0;
+    write_file(&out.md, &md)?;
+    let mut charts = 0;
+    if let Some(dir) = &out.charts {
         for s in &report.scenarios {
             for (name, svg) in svg::charts(s) {
                 write_file(&dir.join(name), &svg)?;
-                n += 1;
+                charts += 1;
             }
         }
-        eprintln!("pgpipe-bench: wrote {n} charts to {}", dir.display());
     }
-    eprintln!("pgpipe-bench: done in {}", clock(started.elapsed()));
+    eprintln!("pgpipe-bench: {}", out.written(&root));
+    eprintln!("  {}  the tables, goals and legend above", shown(&out.md));
+    eprintln!("  {}  every round of every candidate", shown(&out.json));
+    if let Some(dir) = &out.charts {
+        eprintln!("  {}/  {charts} SVG charts", shown(dir));
+    }
+    if out.docs {
+        eprintln!(
+            "pgpipe-bench: docs/BENCHMARKS.md quotes its tables and figures by hand: copy what \
+             changed from {}",
+            shown(&out.md)
+        );
+    }
+    eprintln!(
+        "pgpipe-bench: done in {}",
+        progress::human(started.elapsed())
+    );
     Ok(ok)
+}
+
+/// Where a run's results go.
+struct Outputs {
+    /// The JSON document: every round of every candidate.
+    json: PathBuf,
+    /// The Markdown report: what the run printed (tables, goals, legend).
+    md: PathBuf,
+    /// The SVG charts' directory; None with `--no-svg`.
+    charts: Option<PathBuf>,
+    /// `--update-docs`: the committed report (charts in docs/bench, JSON and Markdown in
+    /// bench/results) instead of a directory of this run's own.
+    docs: bool,
+}
+
+impl Outputs {
+    /// By default everything goes to `target/pgpipe-bench/<UTC time>[-quick]/` (`results.json`,
+    /// `results.md`, `charts/`), which git ignores, so that running the benchmark leaves the
+    /// working tree as it was; `--update-docs` writes the committed report instead. `--out`
+    /// and `--svg-dir` override either.
+    fn new(a: &Args, root: &Path, started_unix: u64) -> Outputs {
+        let (json, charts) = if a.update_docs {
+            (
+                root.join("bench")
+                    .join("results")
+                    .join(format!("pgpipe-bench-{started_unix}.json")),
+                root.join("docs").join("bench"),
+            )
+        } else {
+            let dir = root.join("target").join("pgpipe-bench").join(format!(
+                "{}{}",
+                utc_stamp(started_unix),
+                if a.quick { "-quick" } else { "" }
+            ));
+            (dir.join("results.json"), dir.join("charts"))
+        };
+        let json = a.out.clone().unwrap_or(json);
+        Outputs {
+            md: json.with_extension("md"),
+            json,
+            charts: (!a.no_svg).then(|| a.svg_dir.clone().unwrap_or(charts)),
+            docs: a.update_docs,
+        }
+    }
+
+    /// The directories written to, for the line before the runs.
+    fn places(&self) -> String {
+        let json_dir = self
+            .json
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        match &self.charts {
+            Some(c) if !c.starts_with(json_dir) => {
+                format!("{} and {}", shown(json_dir), shown(c))
+            }
+            _ => shown(json_dir),
+        }
+    }
+
+    /// The line that introduces the list of files written.
+    fn written(&self, root: &Path) -> String {
+        let ignored = root.join("target");
+        let all = [Some(&self.json), self.charts.as_ref()];
+        if self.docs {
+            "refreshed the committed report:".into()
+        } else if all.iter().flatten().all(|p| p.starts_with(&ignored)) {
+            "results written under target/ (git ignores it; --update-docs refreshes the committed report):".into()
+        } else {
+            "results written:".into()
+        }
+    }
+}
+
+/// `path` relative to the current directory when it is under it (as a user would type it),
+/// else as it is.
+fn shown(path: &Path) -> String {
+    std::env::current_dir()
+        .ok()
+        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf))
+        .unwrap_or_else(|| path.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// `YYYYMMDD-HHMMSS` in UTC: a run directory's name, sorting in time order.
+fn utc_stamp(unix: u64) -> String {
+    let (days, secs) = ((unix / 86_400) as i64, unix % 86_400);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}{month:02}{day:02}-{:02}{:02}{:02}",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
 }
 
 fn write_file(path: &Path, text: &str) -> Result<(), String> {
@@ -986,6 +1083,37 @@ mod tests {
             .all(|s| s.load == Load::Rows { rows: 500 } && s.candidates.len() == 1));
         assert!(parse_args(&["--copy-rows".into(), "0".into()]).is_err());
         assert!(parse_args(&["--copy-rows=100000000".into()]).is_err());
+    }
+
+    #[test]
+    fn results_stay_out_of_the_tree_unless_asked() {
+        let root = Path::new("/repo");
+        let o = Outputs::new(&args(""), root, 1_796_102_764);
+        let dir = root.join("target/pgpipe-bench/20261201-052604");
+        assert_eq!(o.json, dir.join("results.json"));
+        assert_eq!(o.md, dir.join("results.md"));
+        assert_eq!(o.charts, Some(dir.join("charts")));
+        assert!(!o.docs);
+        let q = Outputs::new(&args("--quick --no-svg"), root, 1_796_102_764);
+        assert_eq!(
+            q.json,
+            root.join("target/pgpipe-bench/20261201-052604-quick/results.json")
+        );
+        assert_eq!(q.charts, None);
+        let d = Outputs::new(&args("--update-docs"), root, 1_796_102_764);
+        assert_eq!(
+            d.json,
+            root.join("bench/results/pgpipe-bench-1796102764.json")
+        );
+        assert_eq!(d.md, root.join("bench/results/pgpipe-bench-1796102764.md"));
+        assert_eq!(d.charts, Some(root.join("docs/bench")));
+        assert!(d.docs);
+        let own = Outputs::new(&args("--out /tmp/x.json --svg-dir /tmp/c"), root, 0);
+        assert_eq!(own.md, Path::new("/tmp/x.md"));
+        assert_eq!(own.charts.as_deref(), Some(Path::new("/tmp/c")));
+        assert!(parse_args(&["--quick".into(), "--update-docs".into()]).is_err());
+        assert_eq!(utc_stamp(0), "19700101-000000");
+        assert_eq!(utc_stamp(951_782_400), "20000229-000000");
     }
 
     #[test]

@@ -413,7 +413,7 @@ fn cands(names: &[&str]) -> Vec<Candidate> {
 /// The A/A control: the configuration entered twice.
 pub const AA: [&str; 2] = ["pgpipe-tokio-4", "pgpipe-tokio-4#2"];
 
-/// Every candidate kind the issue asks for, plus the A/A duplicate.
+/// Every candidate kind at its usual sizes, plus the A/A duplicate.
 pub fn all_candidates() -> Vec<Candidate> {
     cands(&[
         "pgpipe-smol-1",

@@ -20,7 +20,7 @@ use crate::plan::{Candidate, Load, Workload};
 pub const CHILD_COMMAND: &str = "__child";
 
 /// Time from spawning the children to the window: process start, connecting, warm-up.
-const LEAD: Duration = Duration::from_millis(1500);
+pub const LEAD: Duration = Duration::from_millis(1500);
 
 /// How long after the window the children may take to drain, close and report.
 const REPORT_LIMIT: Duration = Duration::from_secs(40);

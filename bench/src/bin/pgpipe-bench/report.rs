@@ -1,4 +1,4 @@
-//! Summaries over rounds (median and min–max of every figure), the A/A spread, the issue's
+//! Summaries over rounds (median and min–max of every figure), the A/A spread, the benchmark's
 //! goals, the printed tables (Markdown, readable in a terminal too) and the JSON document.
 
 use std::fmt::Write as _;
@@ -201,7 +201,7 @@ pub struct ScenarioResult {
     pub aa: Option<AaSpread>,
     /// hol: the goals of the head-of-line scenario, from the medians (empty otherwise).
     pub hol_goals: Vec<Goal>,
-    /// Through PgBouncer and with many processes: the goals of issue 11 (item 7).
+    /// Through PgBouncer and with many processes: the pooler goals (see [`pooler_goals`]).
     pub pooler_goals: Vec<Goal>,
     /// With `-tls` candidates: TLS against plaintext and against tokio-postgres over TLS.
     pub tls: Option<TlsReport>,
@@ -375,7 +375,7 @@ impl ScenarioResult {
     }
 }
 
-/// One goal of issue 5.
+/// One goal: what is aimed at, what the run measured, and whether that meets it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Goal {
     pub goal: String,
@@ -399,7 +399,8 @@ fn headline(scenarios: &[ScenarioResult], delay: Delay) -> Option<&ScenarioResul
     })
 }
 
-/// Checks the goals of issue 5 on the point-select, closed-loop scenarios.
+/// Checks the headline goals (throughput, client CPU, fill ratios, tail, long round trips)
+/// on the point-select, closed-loop scenarios.
 pub fn goals(scenarios: &[ScenarioResult]) -> Vec<Goal> {
     let mut out = Vec::new();
     let mut goal = |goal: &str, measured: String, met: Option<bool>| {
@@ -421,7 +422,7 @@ pub fn goals(scenarios: &[ScenarioResult]) -> Vec<Goal> {
                 goal(
                     "throughput >= 1.2x best tokio-postgres",
                     format!(
-                        "{:.2}x ({} {:.0}/s vs {} {:.0}/s)",
+                        "{:.2}x ({} {:.0} ops/s vs {} {:.0} ops/s)",
                         r,
                         p.candidate.name,
                         p.summary.throughput.median,
@@ -433,14 +434,14 @@ pub fn goals(scenarios: &[ScenarioResult]) -> Vec<Goal> {
                 let cp = p.summary.client_cpu_us.median;
                 let ct = t.summary.client_cpu_us.median;
                 goal(
-                    "client CPU per query <= 5 us",
-                    format!("{cp:.2} us ({})", p.candidate.name),
+                    "client CPU <= 5 µs/op",
+                    format!("{cp:.2} µs/op ({})", p.candidate.name),
                     Some(cp <= 5.0),
                 );
                 goal(
-                    "client CPU per query <= 0.75x best tokio-postgres",
+                    "client CPU per op <= 0.75x best tokio-postgres",
                     format!(
-                        "{:.2}x ({cp:.2} us vs {ct:.2} us of {})",
+                        "{:.2}x ({cp:.2} µs/op vs {ct:.2} µs/op of {})",
                         cp / ct,
                         t.candidate.name
                     ),
@@ -454,7 +455,7 @@ pub fn goals(scenarios: &[ScenarioResult]) -> Vec<Goal> {
             goal(
                 "throughput >= 4x best deadpool",
                 format!(
-                    "{:.2}x ({} {:.0}/s vs {} {:.0}/s)",
+                    "{:.2}x ({} {:.0} ops/s vs {} {:.0} ops/s)",
                     r,
                     p.candidate.name,
                     p.summary.throughput.median,
@@ -476,12 +477,12 @@ pub fn goals(scenarios: &[ScenarioResult]) -> Vec<Goal> {
                 .map(|f| f.median)
                 .unwrap_or(f64::MAX);
             goal(
-                "units_per_readable >= 8 at 1000 tasks",
+                "units/readable >= 8 at 1000 tasks",
                 format!("{upr:.2} ({})", p.candidate.name),
                 Some(upr >= 8.0),
             );
             goal(
-                "writes_per_unit <= 0.2 at 1000 tasks",
+                "writes/unit <= 0.2 at 1000 tasks",
                 format!("{wpu:.3} ({})", p.candidate.name),
                 Some(wpu <= 0.2),
             );
@@ -527,7 +528,7 @@ pub fn goals(scenarios: &[ScenarioResult]) -> Vec<Goal> {
                 goal(
                     label,
                     format!(
-                        "{:.1}x ({} {:.0}/s vs deadpool-32 {:.0}/s)",
+                        "{:.1}x ({} {:.0} ops/s vs deadpool-32 {:.0} ops/s)",
                         r,
                         p.candidate.name,
                         p.summary.throughput.median,
@@ -639,7 +640,7 @@ fn hol_goals(s: &ScenarioResult) -> Vec<Goal> {
                         "{}: throughput >= best deadpool's ({})",
                         p.candidate.name, d.candidate.name
                     ),
-                    measured: format!("{t:.0}/s vs {dt:.0}/s ({:.2}x)", t / dt),
+                    measured: format!("{t:.0} ops/s vs {dt:.0} ops/s ({:.2}x)", t / dt),
                     met: Some(t >= dt),
                 });
             }
@@ -915,6 +916,117 @@ fn range(f: &Figure, fmt: impl Fn(f64) -> String) -> String {
     }
 }
 
+/// Columns of the closed- and open-loop tables (point, select1, rw).
+const COLUMNS: &[&str] = &[
+    "candidate",
+    "conns",
+    "ops/s",
+    "client CPU µs/op",
+    "machine CPU µs/op",
+    "p50",
+    "p90",
+    "p99",
+    "p99.9",
+    "p99.99",
+    "max",
+    "errors",
+    "units/readable",
+    "writes/unit",
+];
+
+/// Added to [`COLUMNS`] where the scenario has `-tls` candidates.
+const TLS_COLUMNS: &[&str] = &["bytes/write", "bytes/TLS record", "TLS records/unit"];
+
+/// Columns of the pool-ceiling table.
+const CEILING_COLUMNS: &[&str] = &[
+    "candidate",
+    "conns",
+    "time to finish ms",
+    "ideal ms",
+    "vs ideal",
+    "ops/s",
+    "client CPU µs/op",
+    "machine CPU µs/op",
+    "p50",
+    "p99",
+    "max",
+    "errors",
+];
+
+/// Columns of the head-of-line table.
+const HOL_COLUMNS: &[&str] = &[
+    "candidate",
+    "ops/s",
+    "client CPU µs/op",
+    "machine CPU µs/op",
+    "fast p50",
+    "fast p99",
+    "fast p99.9",
+    "fast p99.99",
+    "fast max",
+    "fast samples",
+    "slow p50",
+    "slow p99",
+    "dropped",
+    "conns avg",
+    "conns max",
+];
+
+/// Columns of the PgBouncer and many-process table.
+const POOLER_COLUMNS: &[&str] = &[
+    "candidate",
+    "client conns",
+    "server conns avg",
+    "server conns max",
+    "ops/s",
+    "client CPU µs/op",
+    "PgBouncer CPU µs/op",
+    "machine CPU µs/op",
+    "p50",
+    "p99",
+    "p99.9",
+    "max",
+    "errors",
+    "units/readable",
+];
+
+/// Columns of the COPY and streaming table.
+const BULK_COLUMNS: &[&str] = &[
+    "candidate",
+    "rows/s",
+    "time s",
+    "client CPU µs/row",
+    "machine CPU µs/row",
+    "peak client heap MiB",
+    "client heap at start MiB",
+    "runtime heap MiB",
+    "errors",
+];
+
+/// The columns of the table [`table`] prints for `s`, in order (the legend explains each).
+pub fn columns(s: &ScenarioResult) -> Vec<&'static str> {
+    if s.workload == Workload::Hol {
+        HOL_COLUMNS.to_vec()
+    } else if s.workload.is_bulk() {
+        BULK_COLUMNS.to_vec()
+    } else if s.is_pooled() {
+        POOLER_COLUMNS.to_vec()
+    } else if matches!(s.load, Load::Ceiling { .. }) {
+        CEILING_COLUMNS.to_vec()
+    } else if s.tls.is_some() {
+        COLUMNS.iter().chain(TLS_COLUMNS).copied().collect()
+    } else {
+        COLUMNS.to_vec()
+    }
+}
+
+/// A Markdown table's header: the names, then the alignment row (the candidate left, every
+/// figure right).
+fn header(t: &mut String, cols: &[&str]) {
+    let _ = writeln!(t, "| {} |", cols.join(" | "));
+    let _ = writeln!(t, "|---|{}", "--:|".repeat(cols.len().saturating_sub(1)));
+}
+
 /// A Markdown table of one scenario (median over rounds, min–max in parentheses).
 pub fn table(s: &ScenarioResult, rounds: usize) -> String {
     let mut t = String::new();
@@ -929,6 +1041,7 @@ pub fn table(s: &ScenarioResult, rounds: usize) -> String {
             "; latency in ms"
         }
     );
+    header(&mut t, &columns(s));
     if s.workload == Workload::Hol {
         hol_table(&mut t, s);
         return t;
@@ -943,31 +1056,6 @@ pub fn table(s: &ScenarioResult, rounds: usize) -> String {
     }
     let ceiling = matches!(s.load, Load::Ceiling { .. });
     let tls = s.tls.is_some();
-    if ceiling {
-        let _ = writeln!(
-            t,
-            "| candidate | conns | time to finish ms | ideal ms | vs ideal | ops/s | client CPU µs/op | p50 | p99 | max | errors |"
-        );
-        let _ = writeln!(t, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
-    } else if tls {
-        let _ = writeln!(
-            t,
-            "| candidate | conns | ops/s | client CPU µs/op | machine CPU µs/op | p50 | p90 | p99 | p99.9 | p99.99 | max | errors | units/readable | writes/unit | bytes/write | bytes/TLS record | TLS records/unit |"
-        );
-        let _ = writeln!(
-            t,
-            "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
-        );
-    } else {
-        let _ = writeln!(
-            t,
-            "| candidate | conns | ops/s | client CPU µs/op | machine CPU µs/op | p50 | p90 | p99 | p99.9 | p99.99 | max | errors | units/readable | writes/unit |"
-        );
-        let _ = writeln!(
-            t,
-            "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
-        );
-    }
     for c in &s.candidates {
         let m = &c.summary;
         if failed_row(&mut t, c, " – |") {
@@ -979,7 +1067,7 @@ pub fn table(s: &ScenarioResult, rounds: usize) -> String {
                 queries as f64 * crate::engine::SLEEP_SECONDS * 1e3 / c.candidate.conns as f64;
             let _ = writeln!(
                 t,
-                "| {} | {} | {} | {:.0} | {:.2}x | {} | {:.1} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {:.0} | {:.2}x | {} | {:.1} | {:.1} | {} | {} | {} | {} |",
                 c.candidate.name,
                 conns,
                 range(&m.wall_ms, |v| format!("{v:.0}")),
@@ -987,6 +1075,7 @@ pub fn table(s: &ScenarioResult, rounds: usize) -> String {
                 m.wall_ms.median / ideal,
                 thousands(m.throughput.median),
                 m.client_cpu_us.median,
+                m.machine_cpu_us.median,
                 ms(m.p50_us.median),
                 ms(m.p99_us.median),
                 ms(m.max_us.median),
@@ -1105,7 +1194,7 @@ fn tls_notes(t: &mut String, r: &TlsReport) {
         };
         let _ = writeln!(
             t,
-            "- {}{goal}: {:.2}x ({:.0}/s vs {:.0}/s) — **{}**{medians}",
+            "- {}{goal}: {:.2}x ({:.0} ops/s vs {:.0} ops/s) — **{}**{medians}",
             x.what,
             x.ratio,
             x.numerator,
@@ -1115,14 +1204,9 @@ fn tls_notes(t: &mut String, r: &TlsReport) {
     }
 }
 
-/// The hol scenario's rows: throughput, the fast ops' tail, the slow ops, dropped requests,
-/// connections used; then the A/A spread and the goals.
+/// The hol scenario's rows: throughput, CPU per op, the fast ops' tail, the slow ops, dropped
+/// requests, connections used; then the A/A spread and the goals.
 fn hol_table(t: &mut String, s: &ScenarioResult) {
-    let _ = writeln!(
-        t,
-        "| candidate | ops/s | fast p50 | fast p99 | fast p99.9 | fast p99.99 | fast max | fast samples | slow p50 | slow p99 | dropped | conns avg | conns max |"
-    );
-    let _ = writeln!(t, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     let lat = |f: &Option<Figure>| f.map_or_else(|| "–".into(), |f| ms(f.median));
     for c in &s.candidates {
         let m = &c.summary;
@@ -1131,9 +1215,11 @@ fn hol_table(t: &mut String, s: &ScenarioResult) {
         }
         let _ = writeln!(
             t,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             c.candidate.name,
             range(&m.throughput, thousands),
+            range(&m.client_cpu_us, |v| format!("{v:.1}")),
+            m.machine_cpu_us.median,
             lat(&m.fast_p50_us),
             lat(&m.fast_p99_us),
             lat(&m.fast_p999_us),
@@ -1190,14 +1276,6 @@ then `query_typed` on its tokio-postgres client (its statement cache unused)";
 /// The PgBouncer and many-process scenarios: client and server connections, throughput, CPU
 /// and latency; then the legend, the A/A spread and the goals.
 fn pooler_table(t: &mut String, s: &ScenarioResult) {
-    let _ = writeln!(
-        t,
-        "| candidate | client conns | server conns avg | server conns max | ops/s | client CPU µs/op | PgBouncer CPU µs/op | machine CPU µs/op | p50 | p99 | p99.9 | max | errors | units/readable |"
-    );
-    let _ = writeln!(
-        t,
-        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
-    );
     let procs = if s.procs > 1 {
         format!("{} × ", s.procs)
     } else {
@@ -1266,7 +1344,7 @@ fn pooler_table(t: &mut String, s: &ScenarioResult) {
         );
     }
     if !s.pooler_goals.is_empty() {
-        let _ = writeln!(t, "\nGoals of issue 11 (from the medians):\n");
+        let _ = writeln!(t, "\nGoals (from the medians):\n");
         for g in &s.pooler_goals {
             let st = match g.met {
                 Some(true) => "met",
@@ -1278,7 +1356,7 @@ fn pooler_table(t: &mut String, s: &ScenarioResult) {
     }
 }
 
-/// Issue 11's goals, one line per pgpipe configuration (A/A copies left out), each against the
+/// The pooler goals, one line per pgpipe configuration (A/A copies left out), each against the
 /// deadpool candidate with the highest throughput: through PgBouncer (one process), pgpipe's
 /// throughput at least twice deadpool's with no wrong answer (no error) in the scenario; with
 /// many processes, at most a quarter of deadpool's server connections (peak sampled) at no
@@ -1322,7 +1400,7 @@ fn pooler_goals(s: &ScenarioResult) -> Vec<Goal> {
         let (measured, met) = if s.procs == 1 {
             (
                 format!(
-                    "{r:.2}x ({} {pt:.0}/s vs {} {dt:.0}/s); errors in the scenario: {errors}",
+                    "{r:.2}x ({} {pt:.0} ops/s vs {} {dt:.0} ops/s); errors in the scenario: {errors}",
                     p.candidate.name, d.candidate.name
                 ),
                 Some(r >= 2.0 && errors == 0),
@@ -1332,7 +1410,7 @@ fn pooler_goals(s: &ScenarioResult) -> Vec<Goal> {
             match (peak(p), peak(d)) {
                 (Some(cp), Some(cd)) if cd > 0.0 => (
                     format!(
-                        "{} {cp:.0} vs {} {cd:.0} server connections ({:.2} of deadpool's) at {r:.2}x its throughput ({pt:.0}/s vs {dt:.0}/s); errors in the scenario: {errors}",
+                        "{} {cp:.0} vs {} {cd:.0} server connections ({:.2} of deadpool's) at {r:.2}x its throughput ({pt:.0} ops/s vs {dt:.0} ops/s); errors in the scenario: {errors}",
                         p.candidate.name,
                         d.candidate.name,
                         cp / cd,
@@ -1357,11 +1435,6 @@ fn pooler_goals(s: &ScenarioResult) -> Vec<Goal> {
 /// A bulk scenario's rows: rows/s, CPU per row, the heap; then the A/A spread, the rows'
 /// check, the ratios and the memory goal.
 fn bulk_table(t: &mut String, s: &ScenarioResult) {
-    let _ = writeln!(
-        t,
-        "| candidate | rows/s | seconds | client CPU µs/row | machine CPU µs/row | peak client heap MiB | client heap at start MiB | runtime heap MiB | errors |"
-    );
-    let _ = writeln!(t, "|---|--:|--:|--:|--:|--:|--:|--:|--:|");
     let mib = |b: f64| format!("{:.2}", b / (1024.0 * 1024.0));
     for c in &s.candidates {
         let m = &c.summary;
@@ -1461,11 +1534,11 @@ fn bulk_table(t: &mut String, s: &ScenarioResult) {
 
 /// Goals as a Markdown table.
 pub fn goals_table(goals: &[Goal]) -> String {
-    let mut t = String::from("| goal (issue 5) | measured | status |\n|---|---|---|\n");
+    let mut t = String::from("| goal | measured | status |\n|---|---|---|\n");
     for g in goals {
         let st = match g.met {
             Some(true) => "met",
-            Some(false) => "MISSED",
+            Some(false) => "NOT met",
             None => "n/a",
         };
         let _ = writeln!(t, "| {} | {} | {} |", g.goal, g.measured, st);
@@ -1622,7 +1695,7 @@ mod tests {
         assert_eq!(slower.pooler_goals[0].met, Some(false));
         let t = table(&many, 1);
         assert!(t.contains("| 8 × pgpipe-tokio-2 |"), "{t}");
-        assert!(t.contains("Goals of issue 11"));
+        assert!(t.contains("Goals (from the medians)"));
     }
 
     #[test]

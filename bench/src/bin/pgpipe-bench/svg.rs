@@ -489,7 +489,7 @@ pub fn charts(s: &ScenarioResult) -> Vec<(String, String)> {
                 &subtitle,
                 "connections (pool size / pipeline_size / tokio-postgres connections)",
                 &labels,
-                "milliseconds (log scale)",
+                "ms (log scale)",
                 &series,
                 true,
             ),
@@ -510,7 +510,7 @@ pub fn charts(s: &ScenarioResult) -> Vec<(String, String)> {
     let unit = if s.statements_per_op == 2 {
         "ops/s (1 op = UPDATE + SELECT)"
     } else {
-        "queries/s"
+        "ops/s (1 op = 1 query)"
     };
     out.push((
         format!("throughput-{}.svg", s.id),
@@ -589,7 +589,7 @@ pub fn charts(s: &ScenarioResult) -> Vec<(String, String)> {
             &format!("{} · {from} · best of each family", s.describe()),
             "percentile",
             &pct_labels,
-            "milliseconds (log scale)",
+            "ms (log scale)",
             &lat,
             true,
         ),
@@ -631,7 +631,7 @@ pub fn charts(s: &ScenarioResult) -> Vec<(String, String)> {
                         delay_text(s)
                     ),
                     &format!("{} · point selects only, {from}", s.describe()),
-                    "milliseconds",
+                    "ms",
                     &bars,
                 ),
             ));
@@ -649,7 +649,7 @@ pub fn charts(s: &ScenarioResult) -> Vec<(String, String)> {
                 "{} · getrusage of the client process, proxy and generator threads excluded",
                 s.describe()
             ),
-            "µs of CPU per op",
+            "client CPU µs/op",
             &bars,
         ),
     ));
@@ -684,7 +684,7 @@ fn bulk_charts(
             bar_chart(
                 &format!("Rows per second: {}", s.workload_label()),
                 subtitle,
-                "thousand rows/s",
+                "rows/s (thousands)",
                 &bars(&|m| Some(scale(m.throughput, 1e3))),
             ),
         ),
@@ -721,7 +721,7 @@ impl ScenarioResult {
         };
         match self.load {
             Load::Closed { tasks } => format!("{w}, {tasks} tasks"),
-            Load::Open { rate } => format!("{w}, open loop {rate}/s"),
+            Load::Open { rate } => format!("{w}, open loop {rate} arrivals/s"),
             Load::Ceiling { .. } => w.to_string(),
             Load::Rows { rows } => format!("{w}, {rows} rows"),
         }
