@@ -60,7 +60,11 @@ pub struct Config {
     pub tcp_user_timeout: Option<Duration>,
     /// Connections carrying the shared, pipelined path (URL key `pipeline_size`, default 4).
     pub pipeline_size: usize,
-    /// Units in flight per connection before further ones wait in its mailbox (`max_in_flight`, default 64).
+    /// The most units in flight per connection (`max_in_flight`, default 1024). Within it the
+    /// window adapts to the connection: enough units to cover twice its round trip at its
+    /// backend's pace (the bandwidth-delay product), and at least 64, so a distant server needs
+    /// no tuning and a near one keeps its latency (see `docs/ROUTING.md`). Further units wait in
+    /// the mailbox.
     pub max_in_flight: usize,
     /// Units a connection's mailbox holds before callers wait (`mailbox_size`, default 256).
     pub mailbox_size: usize,
@@ -149,7 +153,7 @@ impl Default for Config {
             keepalives: Keepalives::default(),
             tcp_user_timeout: None,
             pipeline_size: 4,
-            max_in_flight: 64,
+            max_in_flight: 1024,
             mailbox_size: 256,
             statement_cache_size: 256,
             named_statements: true,

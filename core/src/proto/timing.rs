@@ -25,6 +25,10 @@ pub(crate) const DEFAULT_COST_NS: u64 = 20_000;
 /// `max_in_flight`): units heavy enough for it average over `max_queue_work / 16` each.
 pub(crate) const HEAVY_WINDOW: usize = 16;
 
+/// The in-flight window never adapts below this many units (what a direct connection needs to
+/// keep its backend busy; it was the fixed window before the window adapted).
+pub(crate) const MIN_WINDOW: usize = 64;
+
 /// Folds one observed execution time `ns` into the estimate `old` (0: never observed): an EWMA
 /// of weight 1/8, starting from [`DEFAULT_COST_NS`], that at most doubles per sample. A sample
 /// can carry a stall that is not the statement's (a cold first execution, a client busy
@@ -62,6 +66,9 @@ pub(crate) struct Estimator<S> {
     seen: Vec<usize>,
     /// When the current drain's first unit reached the head of the FIFO (server work began).
     batch_start: Option<Instant>,
+    /// Estimated server time of the units sent, per unit (EWMA of weight 1/16): with the trip
+    /// floor, the bandwidth-delay product that sizes the in-flight window.
+    unit_cost: u64,
 }
 
 impl<S: Sampled> Estimator<S> {
@@ -74,7 +81,24 @@ impl<S: Sampled> Estimator<S> {
             batch: Vec::new(),
             seen: Vec::new(),
             batch_start: None,
+            unit_cost: DEFAULT_COST_NS,
         }
+    }
+
+    /// How many units to keep in flight, at most `cap` (`max_in_flight`): the bandwidth-delay
+    /// product of the connection — the units its backend completes in one round trip, the trip
+    /// floor over the mean estimated unit cost — twice over (so the backend never runs dry while
+    /// answers and new units cross), and at least [`MIN_WINDOW`]. A direct connection's round
+    /// trip is a few units long, so it keeps [`MIN_WINDOW`] and its latency; at 10 ms of round
+    /// trip and 20 µs units it grows to 1,000.
+    pub(crate) fn window(&self, cap: usize) -> usize {
+        if self.trip_floor == u64::MAX {
+            return MIN_WINDOW.min(cap);
+        }
+        // Units estimated under 1 µs are estimates gone wrong, not 10,000-unit windows.
+        let bdp = self.trip_floor / self.unit_cost.max(1_000);
+        let want = usize::try_from(bdp.saturating_mul(2)).unwrap_or(usize::MAX);
+        want.max(MIN_WINDOW).min(cap)
     }
 
     /// When units last completed (a unit sent with no clock reading is stamped with it).
@@ -95,6 +119,7 @@ impl<S: Sampled> Estimator<S> {
     /// A unit of estimated `cost` went on the wire.
     pub(crate) fn sent(&mut self, cost: u64) {
         self.in_flight_cost = self.in_flight_cost.saturating_add(cost);
+        self.unit_cost = self.unit_cost - self.unit_cost / 16 + cost / 16;
     }
 
     /// A unit sent at `sent_at` completed in the drain of bytes read at `now`. `stmt` is the
@@ -507,5 +532,36 @@ mod tests {
         assert_eq!(s.due(check), None);
         s.busy(at(base, 300_000));
         assert_eq!(s.due(check), Some(at(base, 400_000)));
+    }
+
+    /// One trivial unit sent to an idle connection and answered `trip_us` later: the floor.
+    fn with_trip(trip_us: u64) -> Estimator<Stmt> {
+        let t0 = Instant::now();
+        let mut e = Estimator::<Stmt>::new(t0);
+        e.sent(DEFAULT_COST_NS);
+        e.unit_done(at(t0, trip_us), t0, DEFAULT_COST_NS, None, DEFAULT_COST_NS);
+        e.end_drain(at(t0, trip_us), true);
+        e
+    }
+
+    #[test]
+    fn the_window_covers_twice_the_round_trip_and_never_shrinks_below_the_floor() {
+        // Before any trip is known: the floor.
+        let e = Estimator::<Stmt>::new(Instant::now());
+        assert_eq!(e.window(1024), MIN_WINDOW);
+        // Direct (100 µs of round trip, 20 µs units): 10 units, so the floor.
+        assert_eq!(with_trip(100).window(1024), MIN_WINDOW);
+        // 5 ms each way: 500 units per round trip, twice that.
+        assert_eq!(with_trip(10_000).window(4096), 1000);
+        // ... within the cap, and a cap under the floor is obeyed.
+        assert_eq!(with_trip(10_000).window(1024), 1000);
+        assert_eq!(with_trip(50_000).window(1024), 1024);
+        assert_eq!(with_trip(10_000).window(8), 8);
+        // Heavier units need fewer in flight for the same trip.
+        let mut e = with_trip(10_000);
+        for _ in 0..200 {
+            e.sent(100_000);
+        }
+        assert!((190..=210).contains(&e.window(4096)), "{}", e.window(4096));
     }
 }

@@ -162,7 +162,7 @@ pub fn legend(scenarios: &[ScenarioResult], goals: bool) -> String {
             let _ = writeln!(t, "- {text}");
         }
     }
-    let options: [(Has, &str); 5] = [
+    let options: [(Has, &str); 6] = [
         (
             |c| c.max_in_flight.is_some(),
             "`-wM`: pgpipe's `max_in_flight` = M, the most queries in flight on one connection \
@@ -177,6 +177,12 @@ pub fn legend(scenarios: &[ScenarioResult], goals: bool) -> String {
             |c| c.no_fair,
             "`-nofair`: pgpipe with `fair_lanes` off (on by default: while every lane has slow \
              work queued, fast queries wait up to 20 ms for a lane to drain).",
+        ),
+        (
+            |c| c.no_coalesce,
+            "`-nocoalesce`: pgpipe with `sync_coalescing` off (on by default: cheap read-only \
+             queries share one Sync, up to 16 per Sync, so the server ends one transaction and \
+             flushes once for all of them).",
         ),
         (
             |c| c.tls,

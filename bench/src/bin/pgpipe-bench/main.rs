@@ -55,8 +55,8 @@ usage: cargo run --release -p pgpipe-bench -- [options]
                           with none, -tls candidates are skipped with a note)
   --candidates LIST       comma-separated, e.g. pgpipe-smol-4,pgpipe-tokio-4-w256,tokio-postgres-1,deadpool-16
                           pgpipe options: -wM max_in_flight M, -mK max_connections K (elastic
-                          connections up to K; K <= N: none), -nofair fair_lanes off; in any
-                          order: pgpipe-tokio-4-w256-m32
+                          connections up to K; K <= N: none), -nofair fair_lanes off,
+                          -nocoalesce sync_coalescing off; in any order: pgpipe-tokio-4-w256-m32
                           any candidate: -tls over TLS, certificate and host name verified (pgpipe
                           sslmode=verify-full; tokio-postgres and deadpool via tokio-postgres-rustls),
                           e.g. pgpipe-tokio-4-tls, tokio-postgres-4-tls; without it, plaintext

@@ -394,7 +394,9 @@ impl<R: Runtime> ConnTask<R> {
         let room = if cancel_pending || self.cancel.is_some() || self.stale.is_some() {
             0
         } else {
-            self.cfg.max_in_flight.saturating_sub(self.pipeline.len())
+            self.est
+                .window(self.cfg.max_in_flight)
+                .saturating_sub(self.pipeline.len())
         };
         // One clock read per pump, not per unit.
         let now = if st.queue.is_empty() {
