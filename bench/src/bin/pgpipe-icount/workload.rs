@@ -263,6 +263,9 @@ async fn pgpipe_root(sim: Sim, per_caller: u32, checksum: Rc<Cell<i64>>) {
         .await
         .expect("warm-up");
     assert_eq!(row.get::<_, i64>(0), -1);
+    // What each waiting caller holds (created, never polled).
+    let params: [&(dyn pgpipe::types::ToSql + Sync); 1] = [&0i64];
+    let future_bytes = std::mem::size_of_val(&client.query_one(KIND.sql(), &params));
     let join = Join::new(CALLERS);
     for c in 0..CALLERS {
         let (client, join, checksum) = (client.clone(), join.clone(), checksum.clone());
@@ -281,7 +284,8 @@ async fn pgpipe_root(sim: Sim, per_caller: u32, checksum: Rc<Cell<i64>>) {
     // How the units batched (fixed by the seed): printed for the record, not compared.
     let s = client.stats();
     println!(
-        "pgpipe: {} units, {:.2} units per read, {:.3} writes per unit, in flight at most {}",
+        "pgpipe: {} units, {:.2} units per read, {:.3} writes per unit, in flight at most {}, \
+         query_one's future {future_bytes} bytes",
         s.total.units_completed,
         s.total.units_per_readable(),
         s.total.writes_per_unit(),
