@@ -178,6 +178,12 @@ fn gate(o: &Options) -> Result<bool, String> {
             return Err(format!("no stage named {bad}"));
         }
     }
+    // Read before measuring: a missing or broken baseline fails at once, not after the runs
+    // (`--update` writes one whatever is there).
+    let old = Baseline::load(&o.baseline);
+    if let (false, Err(e)) = (o.update, &old) {
+        return Err(e.clone());
+    }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let dir = std::env::temp_dir().join(format!("pgpipe-icount-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -201,7 +207,6 @@ fn gate(o: &Options) -> Result<bool, String> {
     }
     let _ = std::fs::remove_dir_all(&dir);
 
-    let old = Baseline::load(&o.baseline);
     let measured: Vec<(&Stage, PerUnit)> = stages
         .iter()
         .zip(&figures)
