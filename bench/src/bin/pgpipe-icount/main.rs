@@ -50,6 +50,8 @@ usage: cargo run --release -p pgpipe-bench --bin pgpipe-icount -- [options]
   --baseline PATH    another baseline file (default: bench/baselines/hot_path.json)
   run WORKLOAD UNITS run one workload natively, printing its allocations (what callgrind runs);
                      workloads: encode, drain, decode, pgpipe, tokio-postgres
+
+exit status: 0 passed (or baseline written), 1 a gated stage grew, 2 usage or measuring failed
 ";
 
 struct Options {
@@ -192,20 +194,26 @@ fn gate(o: &Options) -> Result<bool, String> {
     let mut figures: Vec<Vec<PerUnit>> = vec![Vec::new(); stages.len()];
     let mut workloads: Vec<Workload> = stages.iter().map(|s| s.workload).collect();
     workloads.dedup();
-    for rep in 0..o.repeat {
-        for &w in &workloads {
-            let (small, large) = w.sizes();
-            let a: Sample = grind::measure(&exe, &dir, w, small).map_err(|e| e.to_string())?;
-            let b: Sample = grind::measure(&exe, &dir, w, large).map_err(|e| e.to_string())?;
-            for (i, s) in stages.iter().enumerate().filter(|(_, s)| s.workload == w) {
-                figures[i].push(s.per_unit((small, &a), (large, &b)));
+    let mut measure_all = || -> Result<(), String> {
+        for rep in 0..o.repeat {
+            for &w in &workloads {
+                let (small, large) = w.sizes();
+                let a: Sample = grind::measure(&exe, &dir, w, small).map_err(|e| e.to_string())?;
+                let b: Sample = grind::measure(&exe, &dir, w, large).map_err(|e| e.to_string())?;
+                for (i, s) in stages.iter().enumerate().filter(|(_, s)| s.workload == w) {
+                    figures[i].push(s.per_unit((small, &a), (large, &b)));
+                }
+            }
+            if o.repeat > 1 {
+                eprintln!("repetition {} of {} done", rep + 1, o.repeat);
             }
         }
-        if o.repeat > 1 {
-            eprintln!("repetition {} of {} done", rep + 1, o.repeat);
-        }
-    }
+        Ok(())
+    };
+    let measured = measure_all();
+    // Callgrind's files are large; the directory goes whether or not a run failed.
     let _ = std::fs::remove_dir_all(&dir);
+    measured?;
 
     let measured: Vec<(&Stage, PerUnit)> = stages
         .iter()
