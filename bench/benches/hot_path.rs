@@ -12,144 +12,14 @@
 //! Run: `cargo bench -p pgpipe-bench --bench hot_path` (a criterion filter may follow `--`).
 
 use std::hint::black_box;
-use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use criterion::{Criterion, Throughput};
-use pgpipe::internals::{encode, Handler, Outcome, Pipeline, UnitKind};
-use pgpipe::types::Type;
-use pgpipe::{Column, Row};
-use pgpipe_bench::{alloc, backend};
+use pgpipe_bench::alloc;
+use pgpipe_bench::hot::{decode, sample_row, DrainFixture, EncodeFixture, BATCH, TEXT};
 
 #[global_allocator]
 static ALLOC: alloc::CountingAlloc = alloc::CountingAlloc;
-
-/// Units per drained batch.
-const BATCH: u32 = 64;
-/// The prepared statement name the driver would use.
-const STATEMENT: &str = "pgpipe_1";
-/// The text parameter / result value.
-const TEXT: &str = "hello, pgpipe";
-
-/// One Execute unit encoded into a buffer reused (and cleared) per unit, as the driver does.
-struct EncodeFixture {
-    buf: BytesMut,
-    n: i64,
-    s: &'static str,
-}
-
-impl EncodeFixture {
-    fn new() -> Self {
-        EncodeFixture {
-            buf: BytesMut::with_capacity(4096),
-            n: 21,
-            s: TEXT,
-        }
-    }
-
-    fn run(&mut self) -> usize {
-        self.buf.clear();
-        let n = black_box(self.n);
-        let s = black_box(self.s);
-        encode::execute(
-            STATEMENT,
-            "",
-            &[Type::INT8, Type::TEXT],
-            &[&n, &s],
-            &mut self.buf,
-        )
-        .expect("encode");
-        self.buf.len()
-    }
-}
-
-/// Counts completed units and folds cheap facts of each outcome into a checksum; the rows
-/// themselves are dropped undecoded (decoding is `decode_row`'s job).
-#[derive(Default)]
-struct CountingHandler {
-    done: u64,
-    checksum: u64,
-}
-
-impl Handler<u32> for CountingHandler {
-    fn unit_done(&mut self, token: u32, outcome: Outcome) {
-        self.done += 1;
-        match outcome {
-            Outcome::Rows { rows, affected, .. } => {
-                self.checksum = self
-                    .checksum
-                    .wrapping_add(u64::from(token) + rows.len() as u64 + affected);
-            }
-            other => panic!("unexpected outcome {other:?}"),
-        }
-    }
-}
-
-/// A batch of `BATCH` Execute units answered in one read: the response stream is built once;
-/// each run copies it into a reused read buffer, pushes the units into a reused pipeline and
-/// drains it.
-struct DrainFixture {
-    stream: Bytes,
-    buf: BytesMut,
-    pipeline: Pipeline<u32>,
-    columns: Arc<[Column]>,
-    handler: CountingHandler,
-}
-
-impl DrainFixture {
-    fn new() -> Self {
-        let mut stream = BytesMut::new();
-        for i in 0..BATCH {
-            backend::select_unit_response(&mut stream, i64::from(i) * 2, TEXT);
-        }
-        DrainFixture {
-            stream: stream.freeze(),
-            buf: BytesMut::new(),
-            pipeline: Pipeline::new(),
-            columns: backend::select_int8_text_columns(),
-            handler: CountingHandler::default(),
-        }
-    }
-
-    fn run(&mut self) -> usize {
-        self.buf.clear();
-        self.buf.extend_from_slice(&self.stream);
-        for token in 0..BATCH {
-            self.pipeline
-                .push(token, UnitKind::Execute(self.columns.clone()));
-        }
-        let done = self
-            .pipeline
-            .drain(&mut self.buf, &mut self.handler)
-            .expect("drain");
-        debug_assert!(self.buf.is_empty() && self.pipeline.is_empty());
-        done
-    }
-
-    /// Checks once, outside any measurement, that the stream is consumed as intended.
-    fn check(&mut self) {
-        let (done0, sum0) = (self.handler.done, self.handler.checksum);
-        assert_eq!(self.run(), BATCH as usize);
-        assert!(self.buf.is_empty() && self.pipeline.is_empty());
-        assert_eq!(self.handler.done - done0, u64::from(BATCH));
-        // token + 1 row + affected 1, per unit.
-        let want: u64 = (0..u64::from(BATCH)).map(|t| t + 2).sum();
-        assert_eq!(self.handler.checksum.wrapping_sub(sum0), want);
-    }
-}
-
-/// A row of `SELECT $1::int8 * 2, $2::text` as `drain` would build it.
-fn sample_row() -> Row {
-    let body = backend::data_row_body(&[Some(&42i64.to_be_bytes()), Some(TEXT.as_bytes())]);
-    pgpipe::internals::row(backend::select_int8_text_columns(), body).expect("row")
-}
-
-fn decode(row: &Row) -> (i64, usize) {
-    let n = row.get::<_, i64>(0);
-    let s = row.get::<_, &str>(1);
-    (n, s.len())
-}
 
 /// Allocations per operation of `op` in steady state: `warm_up` untimed calls, then `runs`
 /// counted calls of `per_run` operations each.

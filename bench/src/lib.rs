@@ -6,6 +6,8 @@
 //! - [`alloc`]: counting global allocators, so a benchmark binary can report allocations per
 //!   operation next to time per operation ([`alloc::CountingAlloc`]), or the peak of live heap
 //!   bytes of a measured run ([`alloc::TrackingAlloc`]).
+//! - [`hot`]: fixtures of the sans-IO hot path (encode a unit, drain a batch, decode a row),
+//!   shared by the criterion benchmarks and the instruction-count gate (`pgpipe-icount`).
 //! - [`proxy`]: the delay proxy that simulates round-trip time for the side-by-side benchmark
 //!   (`cargo run --release -p pgpipe-bench`, see `docs/BENCHMARKS.md`).
 //! - [`sys`]: CPU-time readings (process, thread, whole machine) and `ppoll`, for that benchmark.
@@ -21,6 +23,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod hot;
 pub mod proxy;
 pub mod sys;
 

@@ -22,80 +22,88 @@ const SYSTEM: &str = "postgresql";
 
 /// Runs one public operation (`sql` on the client described by `ep`) inside its span, and
 /// records its duration and outcome.
+///
+/// With both features off this is `fut` itself. An `async fn` wrapper that only awaited `fut`
+/// would still hold `fut`'s state twice (its argument, and the future it awaits) and copy it
+/// on every call: on the shared path that is the caller's whole future, several KiB per
+/// statement.
+#[cfg(not(any(feature = "tracing", feature = "metrics")))]
+pub(crate) fn operation<R: Runtime, T, F>(_rt: &R, _ep: &Endpoint, _sql: &str, fut: F) -> F
+where
+    F: Future<Output = Result<T, Error>>,
+{
+    fut
+}
+
+/// Runs one public operation (`sql` on the client described by `ep`) inside its span, and
+/// records its duration and outcome.
+#[cfg(any(feature = "tracing", feature = "metrics"))]
 pub(crate) async fn operation<R: Runtime, T>(
     rt: &R,
     ep: &Endpoint,
     sql: &str,
     fut: impl Future<Output = Result<T, Error>>,
 ) -> Result<T, Error> {
-    #[cfg(not(any(feature = "tracing", feature = "metrics")))]
-    {
-        let _ = (rt, ep, sql);
-        fut.await
-    }
-    #[cfg(any(feature = "tracing", feature = "metrics"))]
-    {
-        let name = operation_name(sql);
-        #[cfg(feature = "metrics")]
-        let started = {
-            ::metrics::gauge!("db.client.connection.pending_requests", "db.system.name" => SYSTEM)
-                .increment(1.0);
-            rt.now()
-        };
-        #[cfg(not(feature = "metrics"))]
-        let _ = rt;
-        #[cfg(feature = "tracing")]
-        let r = {
-            let span = ::tracing::info_span!(
-                "db.query",
-                otel.kind = "client",
-                db.system.name = SYSTEM,
-                db.namespace = %ep.dbname,
-                db.operation.name = name,
-                db.query.text = ::tracing::field::Empty,
-                server.address = %ep.host,
-                server.port = ep.port,
-                error.type = ::tracing::field::Empty,
-                otel.status_code = ::tracing::field::Empty,
-            );
-            if ep.trace_sql {
-                span.record("db.query.text", sql);
-            }
-            let r = ::tracing::Instrument::instrument(fut, span.clone()).await;
-            if let Err(e) = &r {
-                span.record("error.type", error_type(e));
-                span.record("otel.status_code", "ERROR");
-            }
-            r
-        };
-        #[cfg(not(feature = "tracing"))]
-        let r = {
-            let _ = ep;
-            fut.await
-        };
-        #[cfg(feature = "metrics")]
-        {
-            let seconds = rt.now().saturating_duration_since(started).as_secs_f64();
-            ::metrics::gauge!("db.client.connection.pending_requests", "db.system.name" => SYSTEM)
-                .decrement(1.0);
-            match &r {
-                Ok(_) => ::metrics::histogram!(
-                    "db.client.operation.duration",
-                    "db.system.name" => SYSTEM,
-                    "db.operation.name" => name,
-                )
-                .record(seconds),
-                Err(e) => ::metrics::histogram!(
-                    "db.client.operation.duration",
-                    "db.system.name" => SYSTEM,
-                    "db.operation.name" => name,
-                    "error.type" => error_type(e),
-                )
-                .record(seconds),
-            }
+    let name = operation_name(sql);
+    #[cfg(feature = "metrics")]
+    let started = {
+        ::metrics::gauge!("db.client.connection.pending_requests", "db.system.name" => SYSTEM)
+            .increment(1.0);
+        rt.now()
+    };
+    #[cfg(not(feature = "metrics"))]
+    let _ = rt;
+    #[cfg(feature = "tracing")]
+    let r = {
+        let span = ::tracing::info_span!(
+            "db.query",
+            otel.kind = "client",
+            db.system.name = SYSTEM,
+            db.namespace = %ep.dbname,
+            db.operation.name = name,
+            db.query.text = ::tracing::field::Empty,
+            server.address = %ep.host,
+            server.port = ep.port,
+            error.type = ::tracing::field::Empty,
+            otel.status_code = ::tracing::field::Empty,
+        );
+        if ep.trace_sql {
+            span.record("db.query.text", sql);
+        }
+        let r = ::tracing::Instrument::instrument(fut, span.clone()).await;
+        if let Err(e) = &r {
+            span.record("error.type", error_type(e));
+            span.record("otel.status_code", "ERROR");
         }
         r
+    };
+    #[cfg(not(feature = "tracing"))]
+    let r = {
+        let _ = ep;
+        fut.await
+    };
+    #[cfg(feature = "metrics")]
+    {
+        let seconds = rt.now().saturating_duration_since(started).as_secs_f64();
+        ::metrics::gauge!("db.client.connection.pending_requests", "db.system.name" => SYSTEM)
+            .decrement(1.0);
+        match &r {
+            Ok(_) => ::metrics::histogram!(
+                "db.client.operation.duration",
+                "db.system.name" => SYSTEM,
+                "db.operation.name" => name,
+            )
+            .record(seconds),
+            Err(e) => ::metrics::histogram!(
+                "db.client.operation.duration",
+                "db.system.name" => SYSTEM,
+                "db.operation.name" => name,
+                "error.type" => error_type(e),
+            )
+            .record(seconds),
+        }
     }
+    r
 }
 
 /// The statement's leading keyword, upper-cased when it is a common one (`db.operation.name`

@@ -203,27 +203,54 @@ impl<T: Socket, U: Socket> Socket for Either<T, U> {
     }
 }
 
-/// `fut`, or `Error::Timeout` once the runtime's clock reaches `deadline` (if any).
-pub(crate) async fn with_deadline<R: Runtime, T>(
+/// `fut`, or `Error::Timeout` once the runtime's clock reaches `deadline` (if any). `fut` is
+/// polled first, so an answer that is ready wins over a deadline that passed meanwhile.
+///
+/// A combinator rather than an `async fn`: an async wrapper would hold `fut`'s state twice (its
+/// argument, and the future it awaits) and copy it on every call, and the shared path nests
+/// several of these inside each caller's future.
+pub(crate) fn with_deadline<R: Runtime, T, F>(
     rt: &R,
     deadline: Option<Instant>,
-    fut: impl Future<Output = Result<T, crate::Error>>,
-) -> Result<T, crate::Error> {
-    match deadline {
-        None => fut.await,
-        Some(d) => {
-            let mut sleep = rt.sleep_until(d);
-            let mut fut = std::pin::pin!(fut);
-            futures_lite::future::poll_fn(|cx| {
-                if let Poll::Ready(r) = fut.as_mut().poll(cx) {
-                    return Poll::Ready(r);
-                }
-                match std::pin::Pin::new(&mut sleep).poll(cx) {
-                    Poll::Ready(_) => Poll::Ready(Err(crate::Error::Timeout)),
-                    Poll::Pending => Poll::Pending,
-                }
-            })
-            .await
+    fut: F,
+) -> futures_lite::future::Or<F, Deadline<'_, R, T>>
+where
+    F: Future<Output = Result<T, crate::Error>>,
+{
+    futures_lite::future::or(
+        fut,
+        Deadline {
+            rt,
+            at: deadline,
+            sleep: None,
+            _output: std::marker::PhantomData,
+        },
+    )
+}
+
+/// The timeout side of [`with_deadline`]: pending forever without a deadline; with one, it makes
+/// its timer when first polled and completes with `Error::Timeout` when the timer fires.
+pub(crate) struct Deadline<'r, R: Runtime, T> {
+    rt: &'r R,
+    at: Option<Instant>,
+    sleep: Option<R::Sleep>,
+    /// The output type only: neither owned nor borrowed, so no auto trait depends on `T`.
+    _output: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<R: Runtime, T> Future for Deadline<'_, R, T> {
+    type Output = Result<T, crate::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let Some(at) = this.at else {
+            return Poll::Pending;
+        };
+        let rt = this.rt;
+        let sleep = this.sleep.get_or_insert_with(|| rt.sleep_until(at));
+        match Pin::new(sleep).poll(cx) {
+            Poll::Ready(_) => Poll::Ready(Err(crate::Error::Timeout)),
+            Poll::Pending => Poll::Pending,
         }
     }
 }
