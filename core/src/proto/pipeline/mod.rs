@@ -347,30 +347,20 @@ impl<T> Pipeline<T> {
                     }
                     buf.advance(total);
                 }
-                b'C' | b'I' => {
+                b'C' => {
                     let head = self.head(tag)?;
-                    if tag == b'C' {
-                        head.affected = affected_rows(&buf[5..total]);
-                        head.verb = Verb::from_tag(&buf[5..total]);
-                    }
+                    head.affected = affected_rows(&buf[5..total]);
+                    head.verb = Verb::from_tag(&buf[5..total]);
                     buf.advance(total);
-                    if !head.synced && head.error.is_none() {
-                        // Done, and read-only: whatever later units of its segment do cannot
-                        // change its result, so it need not wait for the segment's end.
-                        if let Some(unit) = self.fifo.pop_front() {
-                            done += 1;
-                            handler.unit_done(
-                                unit.token,
-                                finished(
-                                    unit.kind,
-                                    unit.rows,
-                                    unit.affected,
-                                    unit.verb,
-                                    unit.params,
-                                    unit.columns,
-                                ),
-                            );
-                        }
+                    if !head.synced {
+                        done += self.complete_joined(handler);
+                    }
+                }
+                b'I' => {
+                    let head = self.head(tag)?;
+                    buf.advance(total);
+                    if !head.synced {
+                        done += self.complete_joined(handler);
                     }
                 }
                 b'Z' => {
@@ -393,16 +383,17 @@ impl<T> Pipeline<T> {
                             "ReadyForQuery before a statement's CommandComplete".into(),
                         ));
                     }
-                    let outcome = match unit.error {
-                        Some(e) => Outcome::Failed(e),
-                        None => finished(
-                            unit.kind,
-                            unit.rows,
-                            unit.affected,
-                            unit.verb,
-                            unit.params,
-                            unit.columns,
-                        ),
+                    let outcome = match (unit.error, unit.kind) {
+                        (Some(e), _) => Outcome::Failed(e),
+                        (None, UnitKind::Prepare) => Outcome::Prepared {
+                            params: unit.params,
+                            columns: unit.columns.unwrap_or_else(no_columns),
+                        },
+                        (None, _) => Outcome::Rows {
+                            rows: unit.rows,
+                            affected: unit.affected,
+                            verb: unit.verb,
+                        },
                     };
                     handler.unit_done(unit.token, outcome);
                     if broke_segment {
@@ -453,6 +444,27 @@ impl<T> Pipeline<T> {
                 _ => self.slow_message(buf, handler)?,
             }
         }
+    }
+
+    /// The head shares a later unit's Sync and its statement is complete: done, and read-only,
+    /// so whatever later units of its segment do cannot change its result; it need not wait
+    /// for the segment's end. Returns the units completed (0 if the head had failed: it waits
+    /// for the ReadyForQuery that ends the segment).
+    fn complete_joined(&mut self, handler: &mut impl Handler<T>) -> usize {
+        if self.fifo.front().is_some_and(|u| u.error.is_some()) {
+            return 0;
+        }
+        let Some(unit) = self.fifo.pop_front() else {
+            return 0;
+        };
+        // Only executions share a Sync (`join_last`): the outcome is rows.
+        let outcome = Outcome::Rows {
+            rows: unit.rows,
+            affected: unit.affected,
+            verb: unit.verb,
+        };
+        handler.unit_done(unit.token, outcome);
+        1
     }
 
     fn head(&mut self, tag: u8) -> Result<&mut InFlight<T>, ProtocolViolation> {
@@ -507,28 +519,6 @@ impl<T> Pipeline<T> {
             }
         }
         Ok(())
-    }
-}
-
-/// A unit's outcome when no error ended it.
-fn finished(
-    kind: UnitKind,
-    rows: Vec<Row>,
-    affected: u64,
-    verb: Verb,
-    params: Vec<Type>,
-    columns: Option<Arc<[Column]>>,
-) -> Outcome {
-    match kind {
-        UnitKind::Prepare => Outcome::Prepared {
-            params,
-            columns: columns.unwrap_or_else(no_columns),
-        },
-        _ => Outcome::Rows {
-            rows,
-            affected,
-            verb,
-        },
     }
 }
 
