@@ -25,6 +25,13 @@ fn bouncer(mode: PoolMode) -> &'static PgBouncer {
     cell.get_or_init(|| PgBouncer::start(server_port(), mode, 16).expect("pgbouncer"))
 }
 
+/// The last lines of the shared PgBouncer's log, for a failure's message.
+fn log_tail(mode: PoolMode) -> String {
+    let log = std::fs::read_to_string(bouncer(mode).log_path()).unwrap_or_default();
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
+}
+
 fn server_port() -> u16 {
     Config::parse(&shared().url()).expect("url").port
 }
@@ -94,10 +101,16 @@ pub async fn typed_queries_pipeline_through_transaction_mode<H: Harness>() {
         tasks.push(H::spawn(async move {
             for q in 0..10i32 {
                 let v = t * 100 + q;
-                let rows = db
+                let rows = match db
                     .query_typed("SELECT $1::int4 + 1", &[(&v, Type::INT4)])
                     .await
-                    .expect("typed query");
+                {
+                    Ok(rows) => rows,
+                    Err(e) => panic!(
+                        "typed query: {e:?}\npgbouncer log:\n{}",
+                        log_tail(PoolMode::Transaction)
+                    ),
+                };
                 assert_eq!(rows[0].get::<_, i32>(0), v + 1);
             }
         }));

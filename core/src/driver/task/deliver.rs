@@ -13,6 +13,7 @@ use crate::driver::shared::{
     ConnShared, Notification, PrepareError, QueryResult, Statement, Token, DEFAULT_COST_NS,
     NOTIFICATION_BACKLOG,
 };
+use crate::proto::coalesce::SYNC;
 use crate::proto::timing::Estimator;
 use crate::proto::{Handler, Outcome, SessionInfo, UnitKind};
 use crate::row::Column;
@@ -205,8 +206,8 @@ impl Handler<Sent> for Completer<'_> {
         sent.replay = 0;
         sent.joined = false;
         self.wbuf.extend_from_slice(&bytes);
-        self.wbuf.extend_from_slice(&super::SYNC);
-        *self.pumped += (bytes.len() + super::SYNC.len()) as u64;
+        self.wbuf.extend_from_slice(&SYNC);
+        *self.pumped += (bytes.len() + SYNC.len()) as u64;
         self.resent.push((sent, kind));
     }
 

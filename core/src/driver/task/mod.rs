@@ -20,6 +20,7 @@ use crate::driver::health::Probe;
 use crate::driver::open::{Endpoint, Opening};
 use crate::driver::shared::{nanos, ConnShared, Role, Statement, Status, Token};
 use crate::driver::transport::{Transport, MAX_RECORD};
+use crate::proto::coalesce::{self, SYNC};
 use crate::proto::timing::{Backoff, Estimator, Silence, HEAVY_WINDOW};
 use crate::proto::{Pipeline, SessionInfo, UnitKind};
 use crate::rt::Runtime;
@@ -36,16 +37,6 @@ const READ_BUDGET: usize = 1 << 20;
 /// The pump stops adding units while this much is still unwritten (the socket pushes back).
 const WRITE_HIGH_WATER: usize = 256 * 1024;
 const READ_CHUNK: usize = 64 * 1024;
-/// Sync coalescing (`Config::sync_coalescing`): at most this many units share one Sync...
-const MAX_SEGMENT: usize = 16;
-/// ...each estimated at most this much server time (an eighth of the default slow
-/// threshold)...
-const CHEAP_NS: u64 = 250_000;
-/// ...and together at most this much, which bounds how long the first unit's answer waits
-/// for the segment's end (the server flushes at the Sync).
-const SEGMENT_BUDGET_NS: u64 = 1_000_000;
-/// The Sync message that ends every encoded execution unit.
-const SYNC: [u8; 5] = [b'S', 0, 0, 0, 4];
 
 /// A unit on the wire, with the position of its first byte in the output stream: on a
 /// connection failure, a unit none of whose bytes were written is `NotDispatched`.
@@ -411,10 +402,9 @@ impl<R: Runtime> ConnTask<R> {
         let mut bytes = 0usize;
         let mut run_start = 0usize;
         let mut copied = 0usize;
-        // The segment the last unit taken belongs to (0: that unit cannot share its Sync).
+        // Sync coalescing: the segment the last unit taken belongs to (`proto/coalesce.rs`).
         let coalesce = self.cfg.sync_coalescing && !self.exclusive;
-        let mut seg_len = 0usize;
-        let mut seg_cost = 0u64;
+        let mut segment = coalesce::Segment::default();
         let mut last_start = 0usize;
         let work_cap = nanos(self.cfg.max_queue_work);
         let mut work_bound = false;
@@ -434,19 +424,19 @@ impl<R: Runtime> ConnTask<R> {
                 Some(_) => {}
             }
             let Some(q) = st.queue.pop_front() else { break };
-            let cheap = coalesce
-                && q.read_only
-                && q.cost > 0
-                && q.cost <= CHEAP_NS
-                && q.len > SYNC.len()
-                && st.buf[bytes..bytes + q.len].ends_with(&SYNC);
+            let unit = coalesce::Unit {
+                read_only: q.read_only,
+                cost: q.cost,
+                risky: q.risky,
+                // Looked at only for units that could share a Sync at all.
+                ends_in_sync: q.read_only
+                    && q.len > SYNC.len()
+                    && st.buf[bytes..bytes + q.len].ends_with(&SYNC),
+            };
             let mut replay = 0;
-            if cheap
-                && seg_len > 0
-                && seg_len < MAX_SEGMENT
-                && seg_cost + q.cost <= SEGMENT_BUDGET_NS
-            {
-                // The previous unit's Sync is the last thing copied so far: leave it out.
+            if segment.take(coalesce, unit) {
+                // The previous unit's Sync is the last thing taken so far: leave it out, and
+                // keep both units' bytes to send them again if the server skips them.
                 self.wbuf
                     .extend_from_slice(&st.buf[run_start..bytes - SYNC.len()]);
                 copied += bytes - SYNC.len() - run_start;
@@ -462,17 +452,6 @@ impl<R: Runtime> ConnTask<R> {
                 replay = q.len - SYNC.len();
                 self.replay
                     .extend_from_slice(&st.buf[bytes..bytes + replay]);
-                seg_len += 1;
-                seg_cost += q.cost;
-            } else if cheap {
-                seg_len = 1;
-                seg_cost = q.cost;
-            } else {
-                seg_len = 0;
-            }
-            if q.risky {
-                // Its statement failed last time: nothing may be skipped because of it.
-                seg_len = 0;
             }
             let start = self.pumped + (copied + bytes - run_start) as u64;
             last_start = bytes;
