@@ -543,6 +543,18 @@ fn conninfo_quote(s: &str) -> String {
     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
+/// A command running `program`, through `runuser -u postgres` when `as_root` (PostgreSQL's
+/// binaries refuse to run as root, and PgBouncer runs beside them as the same user).
+pub(crate) fn command_as_postgres(program: &Path, as_root: bool) -> Command {
+    if as_root {
+        let mut cmd = Command::new("runuser");
+        cmd.args(["-u", "postgres", "--"]).arg(program);
+        cmd
+    } else {
+        Command::new(program)
+    }
+}
+
 /// Replaces the credentials of a connection string, keeping its host, port,
 /// database and parameters.
 ///
@@ -857,14 +869,7 @@ impl Cluster {
 
     /// A command running server binary `name`, as `postgres` when root.
     fn server_command(&self, name: &str) -> Command {
-        let program = self.bin.join(name);
-        let mut cmd = if self.as_root {
-            let mut cmd = Command::new("runuser");
-            cmd.args(["-u", "postgres", "--"]).arg(program);
-            cmd
-        } else {
-            Command::new(program)
-        };
+        let mut cmd = command_as_postgres(&self.bin.join(name), self.as_root);
         // The postgres user may not be able to access our working directory.
         cmd.current_dir(&self.dir);
         cmd

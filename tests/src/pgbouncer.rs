@@ -166,14 +166,7 @@ impl PgBouncer {
     }
 
     fn launch(&mut self) -> Result<(), HarnessError> {
-        let program = &self.bin;
-        let mut cmd = if self.as_root {
-            let mut cmd = Command::new("runuser");
-            cmd.args(["-u", "postgres", "--"]).arg(program);
-            cmd
-        } else {
-            Command::new(program)
-        };
+        let mut cmd = crate::command_as_postgres(&self.bin, self.as_root);
         cmd.arg(self.dir.join("pgbouncer.ini"))
             .current_dir(&self.dir)
             .stdin(Stdio::null())

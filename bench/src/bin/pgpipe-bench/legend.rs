@@ -394,21 +394,13 @@ mod tests {
     use crate::engine::Measurement;
     use crate::plan::{default_plan, Settings};
     use crate::report::Rounds;
-    use std::time::Duration;
 
     /// Results of the default plan (and `--quick`'s) with one made-up round per candidate.
     fn results(quick: bool) -> Vec<ScenarioResult> {
         let s = Settings {
-            rounds: 1,
-            warmup: Duration::ZERO,
-            window: Duration::ZERO,
-            hol_warmup: Duration::ZERO,
-            hol_window: Duration::ZERO,
-            tasks: 1000,
             rate: 10_000.0,
-            rows: 10,
             ceiling_queries: 600,
-            copy_rows: 100,
+            ..Settings::tiny()
         };
         default_plan(&s, quick)
             .iter()

@@ -480,6 +480,25 @@ pub struct Settings {
     pub copy_rows: u64,
 }
 
+#[cfg(test)]
+impl Settings {
+    /// The plan's shape with nothing to wait for: zero windows, one round, tiny tables.
+    pub(crate) fn tiny() -> Settings {
+        Settings {
+            rounds: 1,
+            warmup: Duration::ZERO,
+            window: Duration::ZERO,
+            hol_warmup: Duration::ZERO,
+            hol_window: Duration::ZERO,
+            tasks: 1000,
+            rate: 100.0,
+            rows: 10,
+            ceiling_queries: 6,
+            copy_rows: 100,
+        }
+    }
+}
+
 impl Settings {
     /// Warm-up and measured window of a run of `w`.
     pub fn timing(&self, w: Workload) -> (Duration, Duration) {
@@ -926,18 +945,7 @@ mod tests {
 
     #[test]
     fn tls_scenario() {
-        let s = Settings {
-            rounds: 1,
-            warmup: Duration::ZERO,
-            window: Duration::ZERO,
-            hol_warmup: Duration::ZERO,
-            hol_window: Duration::ZERO,
-            tasks: 1000,
-            rate: 100.0,
-            rows: 10,
-            ceiling_queries: 6,
-            copy_rows: 100,
-        };
+        let s = Settings::tiny();
         for quick in [false, true] {
             let plan = default_plan(&s, quick);
             let tls: Vec<&Scenario> = plan.iter().filter(|s| s.tag == Some("tls")).collect();
@@ -984,18 +992,7 @@ mod tests {
 
     #[test]
     fn pgbouncer_scenarios() {
-        let s = Settings {
-            rounds: 1,
-            warmup: Duration::ZERO,
-            window: Duration::ZERO,
-            hol_warmup: Duration::ZERO,
-            hol_window: Duration::ZERO,
-            tasks: 1000,
-            rate: 100.0,
-            rows: 10,
-            ceiling_queries: 6,
-            copy_rows: 100,
-        };
+        let s = Settings::tiny();
         assert_eq!(Workload::parse("point-id").unwrap(), Workload::PointId);
         for quick in [false, true] {
             let plan = default_plan(&s, quick);
@@ -1044,16 +1041,8 @@ mod tests {
     #[test]
     fn plans_cover_every_kind() {
         let s = Settings {
-            rounds: 1,
-            warmup: Duration::ZERO,
-            window: Duration::ZERO,
-            hol_warmup: Duration::ZERO,
-            hol_window: Duration::ZERO,
             tasks: 10,
-            rate: 100.0,
-            rows: 10,
-            ceiling_queries: 6,
-            copy_rows: 100,
+            ..Settings::tiny()
         };
         let quick_hol: Vec<_> = default_plan(&s, true)
             .into_iter()

@@ -296,10 +296,6 @@ impl ConnShared {
         st.committed = st.buf.len();
         let cost = stmt.as_ref().map_or(0, |s| s.estimate_ns());
         self.counters.est_pending_ns.fetch_add(cost, Relaxed);
-        let read_only = matches!(kind, UnitKind::Execute(_))
-            && !closes
-            && stmt.as_ref().is_some_and(|s| s.read_only && s.observed());
-        let risky = stmt.as_ref().is_some_and(|s| s.last_failed());
         st.queue.push_back(Queued {
             len,
             token,
@@ -307,8 +303,6 @@ impl ConnShared {
             closes,
             cost,
             stmt,
-            read_only,
-            risky,
         });
         self.pushed.fetch_add(1, Relaxed);
         let q = self.counters.queued.fetch_add(1, Relaxed) + 1;

@@ -65,12 +65,6 @@ pub(crate) struct Queued {
     pub(crate) cost: u64,
     /// The statement executed, whose estimate the completion updates.
     pub(crate) stmt: Option<Arc<Statement>>,
-    /// A read-only execution whose unit ends in a Sync the task may drop to let it share the
-    /// next unit's (`Config::sync_coalescing`).
-    pub(crate) read_only: bool,
-    /// Its statement's last execution failed: it may end a shared Sync, not precede others in
-    /// one.
-    pub(crate) risky: bool,
 }
 
 #[derive(Clone)]

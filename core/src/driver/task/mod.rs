@@ -424,12 +424,18 @@ impl<R: Runtime> ConnTask<R> {
                 Some(_) => {}
             }
             let Some(q) = st.queue.pop_front() else { break };
+            // From the statement as it is now: its last execution may have failed meanwhile.
+            let stmt = q.stmt.as_deref();
+            let read_only = coalesce
+                && matches!(q.kind, UnitKind::Execute(_))
+                && !q.closes
+                && stmt.is_some_and(|s| s.read_only && s.observed());
             let unit = coalesce::Unit {
-                read_only: q.read_only,
+                read_only,
                 cost: q.cost,
-                risky: q.risky,
+                risky: stmt.is_some_and(|s| s.last_failed()),
                 // Looked at only for units that could share a Sync at all.
-                ends_in_sync: q.read_only
+                ends_in_sync: read_only
                     && q.len > SYNC.len()
                     && st.buf[bytes..bytes + q.len].ends_with(&SYNC),
             };
