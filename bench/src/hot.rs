@@ -51,11 +51,12 @@ impl EncodeFixture {
         self.buf.clear();
         let n = black_box(self.n);
         let s = black_box(self.s);
-        encode::execute(
+        encode::execute_framed(
             STATEMENT,
             "",
             &[Type::INT8, Type::TEXT],
             &[&n, &s],
+            encode::Frame::NONE,
             &mut self.buf,
         )
         .expect("encode");

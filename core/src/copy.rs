@@ -17,7 +17,7 @@ use std::task::{Context, Poll};
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::driver::shared::{ConnShared, Token};
+use crate::driver::shared::{ConnShared, Framing, Token};
 use crate::driver::sinks::{CopyInShared, Sink, Source};
 use crate::proto::UnitKind;
 use crate::rt::Runtime;
@@ -34,9 +34,11 @@ impl<R: Runtime> Client<R> {
         &self,
         conn: &Arc<ConnShared>,
         sql: &str,
+        framing: Framing<'_>,
     ) -> Result<CopyIn<'a>, Error> {
         let shared = Arc::new(CopyInShared::default());
-        conn.submit_copy(sql, UnitKind::CopyIn, Token::CopyIn(shared.clone()))
+        let token = Token::CopyIn(shared.clone());
+        conn.submit_copy(sql, UnitKind::CopyIn, token, framing)
             .await?;
         // From here a drop (of this future, or of the writer) sends CopyFail, so the server
         // never waits for data nobody will send.
@@ -71,9 +73,11 @@ impl<R: Runtime> Client<R> {
         &self,
         conn: &Arc<ConnShared>,
         sql: &str,
+        framing: Framing<'_>,
     ) -> Result<CopyOut<'a>, Error> {
         let sink = Arc::new(Sink::new(conn.clone(), COPY_OUT_CAPACITY));
-        conn.submit_copy(sql, UnitKind::CopyOut, Token::CopyOut(sink.clone()))
+        let token = Token::CopyOut(sink.clone());
+        conn.submit_copy(sql, UnitKind::CopyOut, token, framing)
             .await?;
         Ok(CopyOut {
             source: Source::new(sink),

@@ -16,6 +16,27 @@ pub enum Error {
     /// The server rejected this statement. Only this caller's unit failed; the connection is fine.
     #[error("{0}")]
     Db(Box<DbError>),
+    /// The transaction's `BEGIN` failed. It travels with the transaction's first statement,
+    /// which therefore did not run; the transaction did not start.
+    #[error(
+        "BEGIN failed, so the transaction did not start and its first statement did not run: {0}"
+    )]
+    BeginFailed(Box<DbError>),
+    /// `COMMIT` failed (a deferred constraint, a serialization failure, ...): the server rolled
+    /// the transaction back.
+    #[error("COMMIT failed and the transaction was rolled back: {0}")]
+    CommitFailed(Box<DbError>),
+    /// Statement `index` (from 0) of an atomic batch failed: the batch ran as one transaction,
+    /// so nothing of it was committed, and the statements after it did not run.
+    #[error(
+        "statement {index} of the batch failed, so nothing of the batch was committed: {source}"
+    )]
+    BatchFailed {
+        /// Which statement failed, counting from 0 in the order they were added.
+        index: usize,
+        /// The server's error.
+        source: Box<DbError>,
+    },
     /// The unit was queued but never written to the server: it did not run, and retrying is safe.
     #[error("not dispatched: {reason} (the statement was never sent; safe to retry)")]
     NotDispatched {
@@ -44,15 +65,21 @@ pub enum Error {
     /// Checking out an exclusive connection would wait for one held by the calling task itself.
     #[error("recursive checkout: this task already holds an exclusive connection and every one is in use, so it would wait for itself forever")]
     RecursiveCheckout,
-    /// `session()` / `transaction()` waited `checkout_timeout` for an exclusive connection.
-    #[error("no exclusive connection after {waited:?}: {held} of {pinned} are held{}", longest_held.map(|d| format!(", the longest for {d:?}")).unwrap_or_default())]
+    /// `session()` / `transaction()` waited `checkout_timeout` for an exclusive connection:
+    /// every one the budget allowed was held, and the checkout was still queued behind others.
+    #[error("no exclusive connection after {waited:?}: {held} of {open} open are held (at most {limit} may be open now), {waiting} checkouts waiting{}", longest_held.map(|d| format!(", the longest held for {d:?}")).unwrap_or_default())]
     CheckoutTimeout {
         /// How long the caller waited.
         waited: std::time::Duration,
         /// Exclusive connections held by callers when the wait ended.
         held: usize,
-        /// `pinned_size`.
-        pinned: usize,
+        /// Exclusive connections open (held, idle or opening).
+        open: usize,
+        /// Exclusive connections that could be open then: `pinned_size`, or what lanes and
+        /// overflow connections left of `max_connections` beyond the `pipeline_size` base.
+        limit: usize,
+        /// Checkouts still queued (this one included).
+        waiting: usize,
         /// How long the longest current holder has held its connection.
         longest_held: Option<std::time::Duration>,
     },
@@ -159,7 +186,10 @@ impl Error {
     /// A short machine-readable name of the variant, used for per-kind error counters.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::Db(_) => ErrorKind::Db,
+            Error::Db(_)
+            | Error::BeginFailed(_)
+            | Error::CommitFailed(_)
+            | Error::BatchFailed { .. } => ErrorKind::Db,
             Error::NotDispatched { .. } => ErrorKind::NotDispatched,
             Error::Indeterminate { .. } | Error::IndeterminateCommit { .. } => {
                 ErrorKind::Indeterminate
@@ -174,10 +204,14 @@ impl Error {
         }
     }
 
-    /// The server's error, when the server rejected the statement.
+    /// The server's error, when the server rejected the statement (or the BEGIN, COMMIT or
+    /// batch statement that carried it).
     pub fn as_db(&self) -> Option<&DbError> {
         match self {
-            Error::Db(e) => Some(e),
+            Error::Db(e)
+            | Error::BeginFailed(e)
+            | Error::CommitFailed(e)
+            | Error::BatchFailed { source: e, .. } => Some(e),
             _ => None,
         }
     }

@@ -37,9 +37,9 @@ mod stream;
 mod tls;
 mod typeinfo;
 
-pub use client::{Adapter, Client};
+pub use client::{Adapter, Batch, Client, StatementResult};
 pub use config::{
-    ChannelBinding, Config, Keepalives, LoadBalanceHosts, RootCert, Server, SslMode,
+    ChannelBinding, Config, Keepalives, LoadBalanceHosts, ReleaseReset, RootCert, Server, SslMode,
     SslNegotiation, TargetSessionAttrs, TlsConfig, TlsVersion,
 };
 pub use copy::{CopyIn, CopyOut};
@@ -47,7 +47,7 @@ pub use driver::Notification;
 pub use error::{DbError, Error, ErrorKind, Reason, SqlState};
 pub use row::{Column, Row, RowIndex};
 pub use session::{Savepoint, Session, Transaction};
-pub use stats::{ConnStats, Stats};
+pub use stats::{ConnStats, ExclusiveStats, Stats};
 pub use stream::RowStream;
 
 /// Internals for the project's own benchmarks and tests (feature `internals`, off by default):
@@ -85,12 +85,12 @@ pub use postgres_types as types;
 macro_rules! adapter_api {
     ($rt:ty) => {
         pub use $crate::config::{
-            ChannelBinding, Config, Keepalives, RootCert, SslMode, SslNegotiation, TlsConfig,
-            TlsVersion,
+            ChannelBinding, Config, Keepalives, ReleaseReset, RootCert, SslMode, SslNegotiation,
+            TlsConfig, TlsVersion,
         };
         pub use $crate::error::{BoxError, DbError, Error, ErrorKind, Reason, SqlState};
         pub use $crate::row::{Column, Row, RowIndex};
-        pub use $crate::stats::{ConnStats, Stats};
+        pub use $crate::stats::{ConnStats, ExclusiveStats, Stats};
         pub use $crate::{guard, types, Notification};
 
         /// A pinned exclusive connection for session state (`SET`, `LISTEN`, temp tables),
@@ -103,5 +103,11 @@ macro_rules! adapter_api {
 
         /// A savepoint inside a [`Transaction`], or a transaction inside a [`Session`].
         pub type Savepoint<'a> = $crate::Savepoint<'a, $rt>;
+
+        /// Statements run all or nothing as one unit on the shared path, from
+        /// `Client::batch`.
+        pub type Batch<'a> = $crate::Batch<'a, $rt>;
+
+        pub use $crate::StatementResult;
     };
 }

@@ -76,6 +76,11 @@ impl<T> Waiter<T> {
         }
     }
 
+    /// Takes the value if it has arrived, without waiting (a caller giving up its wait).
+    pub fn take(&self) -> Option<T> {
+        lock(&self.slot).value.take()
+    }
+
     /// `block`: ready with the value once unblocked; otherwise registers the caller's waker.
     pub fn poll_block(&self, cx: &mut Context<'_>) -> Poll<T> {
         let mut s = lock(&self.slot);

@@ -1,10 +1,19 @@
 //! `Session`, `Transaction` and `Savepoint`: statements on an exclusive connection.
+//!
+//! A transaction costs no round trip of its own. `transaction()` sends nothing: its `BEGIN`
+//! rides in the unit of the transaction's first statement, before the same Sync (so a failed
+//! BEGIN never lets that statement run outside the transaction), and
+//! [`Transaction::execute_and_commit`] / [`Transaction::query_and_commit`] carry the `COMMIT`
+//! in the unit of its last one. A transaction of N statements takes N round trips; one that
+//! never ran a statement sends nothing at all.
 
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use postgres_types::{ToSql, Type};
 
-use crate::driver::shared::Notification;
+use crate::driver::shared::{Framing, Notification, PendingBegin, QueryResult};
 use crate::exclusive::Held;
 use crate::rt::Runtime;
 use crate::{Adapter, Client, Error, Row};
@@ -18,7 +27,7 @@ macro_rules! statements {
             sql: &str,
             params: &[&(dyn ToSql + Sync)],
         ) -> Result<Vec<Row>, Error> {
-            Ok(self.x().run(sql, params).await?.rows)
+            Ok(self.x().run(sql, params, false).await?.rows)
         }
 
         /// Runs a statement and returns the number of rows it affected.
@@ -27,7 +36,7 @@ macro_rules! statements {
             sql: &str,
             params: &[&(dyn ToSql + Sync)],
         ) -> Result<u64, Error> {
-            Ok(self.x().run(sql, params).await?.affected)
+            Ok(self.x().run(sql, params, false).await?.affected)
         }
 
         /// Runs a statement that must return exactly one row.
@@ -36,7 +45,7 @@ macro_rules! statements {
             sql: &str,
             params: &[&(dyn ToSql + Sync)],
         ) -> Result<Row, Error> {
-            let rows = self.x().run(sql, params).await?.rows;
+            let rows = self.x().run(sql, params, false).await?.rows;
             crate::client::exactly_one(rows)
         }
 
@@ -46,7 +55,7 @@ macro_rules! statements {
             sql: &str,
             params: &[&(dyn ToSql + Sync)],
         ) -> Result<Option<Row>, Error> {
-            let rows = self.x().run(sql, params).await?.rows;
+            let rows = self.x().run(sql, params, false).await?.rows;
             crate::client::at_most_one(rows)
         }
 
@@ -57,9 +66,10 @@ macro_rules! statements {
             params: &[(&(dyn ToSql + Sync), Type)],
         ) -> Result<Vec<Row>, Error> {
             let x = self.x();
+            x.prepare_for(sql).await?;
             let deadline = x.client.deadline();
             Ok(x.client
-                .typed_on(&x.held.conn, sql, params, deadline)
+                .typed_on(&x.held.conn, sql, params, deadline, x.framing(false))
                 .await?
                 .rows)
         }
@@ -74,9 +84,10 @@ macro_rules! statements {
         ) -> Result<crate::RowStream<'_>, Error> {
             let x = self.x();
             crate::proto::encode::check_input(sql, params.len())?;
+            x.prepare_for(sql).await?;
             let deadline = x.client.deadline();
             x.client
-                .stream_on(&x.held.conn, sql, params, deadline)
+                .stream_on(&x.held.conn, sql, params, deadline, x.framing(false))
                 .await
         }
 
@@ -85,14 +96,20 @@ macro_rules! statements {
         pub async fn copy_in(&self, sql: &str) -> Result<crate::CopyIn<'_>, Error> {
             let x = self.x();
             crate::proto::encode::check_input(sql, 0)?;
-            x.client.copy_in_on(&x.held.conn, sql).await
+            x.prepare_for(sql).await?;
+            x.client
+                .copy_in_on(&x.held.conn, sql, x.framing(false))
+                .await
         }
 
         /// Starts `COPY ... TO STDOUT`: the returned [`crate::CopyOut`] yields its data.
         pub async fn copy_out(&self, sql: &str) -> Result<crate::CopyOut<'_>, Error> {
             let x = self.x();
             crate::proto::encode::check_input(sql, 0)?;
-            x.client.copy_out_on(&x.held.conn, sql).await
+            x.prepare_for(sql).await?;
+            x.client
+                .copy_out_on(&x.held.conn, sql, x.framing(false))
+                .await
         }
 
         /// Runs one or more `;`-separated statements with the simple protocol (no parameters,
@@ -107,16 +124,20 @@ macro_rules! statements {
 // operations are defined here, on top of its checkout.
 impl<R: Adapter> Client<R> {
     /// Checks out an exclusive connection for session state (SET, LISTEN, temp tables,
-    /// session advisory locks). Waits while all `pinned_size` are held.
+    /// session advisory locks). Waits, in arrival order, while every exclusive connection the
+    /// client may open is held (`docs/TRANSACTIONS.md`).
     pub async fn session(&self) -> Result<Session<R>, Error> {
         let held = self.checkout().await?;
         Ok(Session::new(self.clone(), held))
     }
 
-    /// Checks out an exclusive connection and starts a transaction on it.
+    /// Checks out an exclusive connection for a transaction. Nothing is sent yet: the
+    /// transaction's `BEGIN` goes out with its first statement.
     pub async fn transaction(&self) -> Result<Transaction<R>, Error> {
         let held = self.checkout().await?;
-        Transaction::begin(self.clone(), held).await
+        let x = Exclusive::new(self.clone(), held);
+        x.begin.arm();
+        Ok(Transaction { x })
     }
 }
 
@@ -124,38 +145,114 @@ impl<R: Adapter> Client<R> {
 struct Exclusive<R: Runtime> {
     client: Client<R>,
     held: Held,
+    /// The transaction's BEGIN while it has not gone out (the next unit takes it).
+    begin: PendingBegin,
+    /// A session's transaction was dropped while units of it were unanswered: whether it
+    /// must be rolled back is decided from the server's status before the next statement.
+    settle: AtomicBool,
 }
 
 impl<R: Runtime> Exclusive<R> {
+    fn new(client: Client<R>, held: Held) -> Self {
+        Exclusive {
+            client,
+            held,
+            begin: PendingBegin::default(),
+            settle: AtomicBool::new(false),
+        }
+    }
+
+    /// What the next unit carries: the pending BEGIN, and a COMMIT after it if `commit`.
+    fn framing(&self, commit: bool) -> Framing<'_> {
+        Framing {
+            begin: Some(&self.begin),
+            commit,
+        }
+    }
+
+    /// Before a statement of the holder's: its release-time bookkeeping (see
+    /// [`Client::note_statement`]) and any rollback a dropped transaction left undecided.
+    async fn prepare_for(&self, sql: &str) -> Result<(), Error> {
+        self.client.note_statement(&self.held.conn, sql);
+        if self.settle.swap(false, Relaxed) {
+            self.end_dropped_transaction().await?;
+        }
+        Ok(())
+    }
+
+    /// Rolls back the transaction a dropped [`Savepoint`] left, if the server says one is open
+    /// once every earlier unit is answered (a bare Sync tells).
+    async fn end_dropped_transaction(&self) -> Result<(), Error> {
+        let conn = &self.held.conn;
+        loop {
+            match conn.settled_tx_status() {
+                Some(b'I') => return Ok(()),
+                Some(_) => {
+                    let w = conn.submit_simple_now("ROLLBACK")?;
+                    return self.client.wait_for(None, &w).await.map(|_| ());
+                }
+                None => {
+                    let w = conn.submit_status_now()?;
+                    self.client.wait_for(None, &w).await?;
+                }
+            }
+        }
+    }
+
     async fn run(
         &self,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
-    ) -> Result<crate::driver::shared::QueryResult, Error> {
+        commit: bool,
+    ) -> Result<QueryResult, Error> {
         let op = async {
             crate::proto::encode::check_input(sql, params.len())?;
+            self.prepare_for(sql).await?;
             let deadline = self.client.deadline();
+            let framing = self.framing(commit);
             self.client
-                .run_on(&self.held.conn, sql, params, deadline)
+                .run_on(&self.held.conn, sql, params, deadline, framing)
                 .await
         };
         self.client.observed(sql, op).await
     }
 
-    async fn simple(&self, sql: &str) -> Result<crate::driver::shared::QueryResult, Error> {
+    /// The holder's own simple-protocol text.
+    async fn simple(&self, sql: &str) -> Result<QueryResult, Error> {
+        self.prepare_for(sql).await?;
+        self.control(sql).await
+    }
+
+    /// A simple-protocol text of pgpipe's own (COMMIT, SAVEPOINT, ...), or the holder's once
+    /// noted; a pending BEGIN leads it, in the same text.
+    async fn control(&self, sql: &str) -> Result<QueryResult, Error> {
         let op = async {
-            let w = self.held.conn.submit_simple_now(sql)?;
+            let (w, begun) = self
+                .held
+                .conn
+                .submit_simple_framed(sql, self.framing(false))?;
             let deadline: Option<Instant> = self.client.deadline();
-            self.client.wait_for(deadline, &w).await
+            match self.client.wait_for(deadline, &w).await {
+                // The server counts the position in the whole text, BEGIN included.
+                Err(Error::Db(mut e)) if begun => {
+                    let shift =
+                        crate::proto::encode::simple_prefix_chars(crate::driver::shared::BEGIN)
+                            as u32;
+                    e.position = e.position.map(|p| p.saturating_sub(shift));
+                    Err(Error::Db(e))
+                }
+                r => r,
+            }
         };
         self.client.observed(sql, op).await
     }
 }
 
 /// A pinned exclusive connection for session state: `SET`, temp tables, `LISTEN`, session
-/// advisory locks. Dropping it resets the connection (`DISCARD ALL` but for its cached prepared
-/// statements, after `ROLLBACK` if a transaction may be open) and returns it to the pool;
-/// nothing of the session is visible to the next holder.
+/// advisory locks. Dropping it returns it to the pool: a transaction left open is rolled back,
+/// and if it ran anything that may change session state the session is reset (`DISCARD ALL`
+/// but for its cached prepared statements); nothing of the session is visible to the next
+/// holder (see [`crate::ReleaseReset`] for what counts).
 pub struct Session<R: Runtime> {
     x: Exclusive<R>,
 }
@@ -163,7 +260,7 @@ pub struct Session<R: Runtime> {
 impl<R: Runtime> Session<R> {
     pub(crate) fn new(client: Client<R>, held: Held) -> Self {
         Session {
-            x: Exclusive { client, held },
+            x: Exclusive::new(client, held),
         }
     }
 
@@ -213,9 +310,13 @@ impl<R: Runtime> Session<R> {
         crate::sched::lock(&self.x.held.conn.notifications).dropped
     }
 
-    /// Starts a transaction on this session's connection.
+    /// Starts a transaction on this session's connection. Nothing is sent yet: its `BEGIN`
+    /// goes out with its first statement.
     pub async fn transaction(&mut self) -> Result<Savepoint<'_, R>, Error> {
-        self.x.simple("BEGIN").await?;
+        if self.x.settle.swap(false, Relaxed) {
+            self.x.end_dropped_transaction().await?;
+        }
+        self.x.begin.arm();
         Ok(Savepoint {
             x: &self.x,
             name: None,
@@ -227,17 +328,14 @@ impl<R: Runtime> Session<R> {
 
 /// A transaction on an exclusive connection. `commit()` or `rollback()` ends it; dropping it
 /// without either rolls it back. Savepoints nest with [`Transaction::savepoint`].
+///
+/// Its `BEGIN` travels with its first statement and costs no round trip; errors still say
+/// which failed (`Error::BeginFailed`, `Error::CommitFailed`).
 pub struct Transaction<R: Runtime> {
     x: Exclusive<R>,
 }
 
 impl<R: Runtime> Transaction<R> {
-    pub(crate) async fn begin(client: Client<R>, held: Held) -> Result<Self, Error> {
-        let x = Exclusive { client, held };
-        x.simple("BEGIN").await?;
-        Ok(Transaction { x })
-    }
-
     fn x(&self) -> &Exclusive<R> {
         &self.x
     }
@@ -245,16 +343,46 @@ impl<R: Runtime> Transaction<R> {
     statements!();
 
     /// Commits. If the connection fails after COMMIT was sent, or `query_timeout` passes
-    /// before it completes, the outcome is unknown: `Error::IndeterminateCommit`. If an earlier statement failed, the server rolls back
-    /// instead and this returns `Error::RolledBack`.
+    /// before it completes, the outcome is unknown: `Error::IndeterminateCommit`. If an
+    /// earlier statement failed, the server rolls back instead and this returns
+    /// `Error::RolledBack`; a COMMIT the server refuses (a deferred constraint, a
+    /// serialization failure) is `Error::CommitFailed`. A transaction that ran no statement
+    /// sends nothing.
     pub async fn commit(self) -> Result<(), Error> {
+        if self.x.begin.disarm() {
+            return Ok(());
+        }
         commit(&self.x).await
     }
 
-    /// Rolls back. (Dropping the transaction rolls back too: releasing a connection in a
-    /// transaction starts with ROLLBACK.)
+    /// Runs a last statement and commits, in one round trip (the COMMIT travels in the
+    /// statement's unit): the statement's affected-row count. If the statement fails, the
+    /// COMMIT does not run and the transaction is rolled back (`Error::Db`); otherwise
+    /// errors are those of [`Transaction::commit`].
+    pub async fn execute_and_commit(
+        self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, Error> {
+        committed(self.x.run(sql, params, true).await).map(|r| r.affected)
+    }
+
+    /// [`Transaction::execute_and_commit`] for a last statement whose rows the caller needs.
+    pub async fn query_and_commit(
+        self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, Error> {
+        committed(self.x.run(sql, params, true).await).map(|r| r.rows)
+    }
+
+    /// Rolls back. (Dropping the transaction rolls back too: the release sends ROLLBACK when
+    /// the server says a transaction is open.)
     pub async fn rollback(self) -> Result<(), Error> {
-        self.x.simple("ROLLBACK").await.map(|_| ())
+        if self.x.begin.disarm() {
+            return Ok(());
+        }
+        self.x.control("ROLLBACK").await.map(|_| ())
     }
 
     /// Opens a savepoint: a nested scope that can be rolled back on its own.
@@ -264,9 +392,18 @@ impl<R: Runtime> Transaction<R> {
 }
 
 async fn commit<R: Runtime>(x: &Exclusive<R>) -> Result<(), Error> {
-    match x.simple("COMMIT").await {
+    match committed(x.control("COMMIT").await) {
+        // The server refused the COMMIT itself.
+        Err(Error::Db(e)) => Err(Error::CommitFailed(e)),
+        r => r.map(|_| ()),
+    }
+}
+
+/// The outcome of a unit that ended with COMMIT, for the caller.
+fn committed(r: Result<QueryResult, Error>) -> Result<QueryResult, Error> {
+    match r {
         Ok(r) if r.verb.as_str() == "ROLLBACK" => Err(Error::RolledBack),
-        Ok(_) => Ok(()),
+        Ok(r) => Ok(r),
         Err(Error::Indeterminate { reason }) => Err(Error::IndeterminateCommit { reason }),
         // The COMMIT is not withdrawn when its caller stops waiting: it may still commit, or
         // be cancelled when the connection is released. Either way, nobody knows yet.
@@ -290,7 +427,7 @@ pub struct Savepoint<'a, R: Runtime> {
 impl<'a, R: Runtime> Savepoint<'a, R> {
     async fn open(x: &'a Exclusive<R>, depth: u32) -> Result<Savepoint<'a, R>, Error> {
         let name = format!("pgpipe_sp_{depth}");
-        x.simple(&format!("SAVEPOINT {name}")).await?;
+        x.control(&format!("SAVEPOINT {name}")).await?;
         Ok(Savepoint {
             x,
             name: Some(name),
@@ -311,9 +448,10 @@ impl<'a, R: Runtime> Savepoint<'a, R> {
         match &self.name {
             Some(n) => self
                 .x
-                .simple(&format!("RELEASE SAVEPOINT {n}"))
+                .control(&format!("RELEASE SAVEPOINT {n}"))
                 .await
                 .map(|_| ()),
+            None if self.x.begin.disarm() => Ok(()),
             None => commit(self.x).await,
         }
     }
@@ -324,10 +462,11 @@ impl<'a, R: Runtime> Savepoint<'a, R> {
         match &self.name {
             Some(n) => self
                 .x
-                .simple(&format!("ROLLBACK TO SAVEPOINT {n}; RELEASE SAVEPOINT {n}"))
+                .control(&format!("ROLLBACK TO SAVEPOINT {n}; RELEASE SAVEPOINT {n}"))
                 .await
                 .map(|_| ()),
-            None => self.x.simple("ROLLBACK").await.map(|_| ()),
+            None if self.x.begin.disarm() => Ok(()),
+            None => self.x.control("ROLLBACK").await.map(|_| ()),
         }
     }
 
@@ -344,11 +483,23 @@ impl<R: Runtime> Drop for Savepoint<'_, R> {
         }
         // Queued without waiting; the connection runs it before anything its holder sends next.
         let conn = &self.x.held.conn;
-        let _ = match &self.name {
+        match &self.name {
             Some(n) => {
-                conn.submit_simple_now(&format!("ROLLBACK TO SAVEPOINT {n}; RELEASE SAVEPOINT {n}"))
+                let _ = conn.submit_simple_now(&format!(
+                    "ROLLBACK TO SAVEPOINT {n}; RELEASE SAVEPOINT {n}"
+                ));
             }
-            None => conn.submit_rollback_now(),
-        };
+            // Its BEGIN never went out: there is nothing to end.
+            None if self.x.begin.disarm() => {}
+            // ROLLBACK only where the server says a transaction is open; with units still
+            // unanswered that is not known yet, and the session's next statement decides.
+            None => match conn.settled_tx_status() {
+                Some(b'I') => {}
+                Some(_) => {
+                    let _ = conn.submit_simple_now("ROLLBACK");
+                }
+                None => self.x.settle.store(true, Relaxed),
+            },
+        }
     }
 }

@@ -123,6 +123,69 @@ pub struct Stats {
     /// Catalog queries run to look up types `postgres-types` does not know (enums, domains,
     /// composites, ranges, ...): paid by the first statement that meets a type, once per client.
     pub type_lookups: u64,
+    /// Exclusive connections (sessions and transactions).
+    pub exclusive: ExclusiveStats,
+}
+
+/// The exclusive connections of sessions and transactions (`docs/TRANSACTIONS.md`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExclusiveStats {
+    /// Open (held, idle or being opened).
+    pub open: usize,
+    /// Held by a session or transaction.
+    pub held: usize,
+    /// Checkouts waiting for one (a gauge).
+    pub waiting: usize,
+    /// Checkouts served.
+    pub checkouts: u64,
+    /// Of those, checkouts that had to queue (every connection the budget allowed was held).
+    pub queued: u64,
+    /// Connections opened.
+    pub opened: u64,
+    /// Units the holders sent (each a round trip, for one statement after another): BEGIN
+    /// and COMMIT ride in them and add none.
+    pub units: u64,
+    /// Releases that sent ROLLBACK (the server's status said a transaction was open).
+    pub rollbacks: u64,
+    /// Releases that reset the session (its holder may have changed session state).
+    pub resets: u64,
+    /// Releases with units still unanswered, which asked the server's status first.
+    pub status_probes: u64,
+}
+
+/// Live counters behind [`ExclusiveStats`].
+#[derive(Default, Debug)]
+pub(crate) struct ExclusiveCounters {
+    pub(crate) checkouts: AtomicU64,
+    pub(crate) queued: AtomicU64,
+    pub(crate) opened: AtomicU64,
+    pub(crate) units: AtomicU64,
+    pub(crate) rollbacks: AtomicU64,
+    pub(crate) resets: AtomicU64,
+    pub(crate) status_probes: AtomicU64,
+}
+
+impl ExclusiveCounters {
+    pub(crate) fn inc(&self, c: &AtomicU64) {
+        c.fetch_add(1, Relaxed);
+    }
+
+    /// A snapshot, with the gauges given.
+    pub(crate) fn snapshot(&self, open: usize, held: usize, waiting: usize) -> ExclusiveStats {
+        ExclusiveStats {
+            open,
+            held,
+            waiting,
+            checkouts: self.checkouts.load(Relaxed),
+            queued: self.queued.load(Relaxed),
+            opened: self.opened.load(Relaxed),
+            units: self.units.load(Relaxed),
+            rollbacks: self.rollbacks.load(Relaxed),
+            resets: self.resets.load(Relaxed),
+            status_probes: self.status_probes.load(Relaxed),
+        }
+    }
 }
 
 impl Stats {

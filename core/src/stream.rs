@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use postgres_types::ToSql;
 
-use crate::driver::shared::ConnShared;
+use crate::driver::shared::{ConnShared, Framing};
 use crate::driver::sinks::{RowSink, Source};
 use crate::rt::{with_deadline, Runtime};
 use crate::{Client, Error, Row};
@@ -34,6 +34,7 @@ impl<R: Runtime> Client<R> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
         deadline: Option<Instant>,
+        framing: Framing<'_>,
     ) -> Result<RowStream<'a>, Error> {
         let rt = self.runtime();
         loop {
@@ -46,7 +47,13 @@ impl<R: Runtime> Client<R> {
                 });
             }
             let sink = Arc::new(RowSink::new(conn.clone(), STREAM_CAPACITY));
-            if with_deadline(rt, deadline, conn.submit_stream(&stmt, params, &sink)).await? {
+            if with_deadline(
+                rt,
+                deadline,
+                conn.submit_stream(&stmt, params, &sink, framing),
+            )
+            .await?
+            {
                 return Ok(RowStream::new(sink));
             }
             // Evicted between lookup and submit: prepare again.

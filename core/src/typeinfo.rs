@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use postgres_types::{Field, Kind, Type};
 
-use crate::driver::shared::{ConnShared, Statement};
+use crate::driver::shared::{ConnShared, Framing, Statement};
 use crate::driver::types::is_placeholder;
 use crate::row::Column;
 use crate::rt::with_deadline;
@@ -256,7 +256,7 @@ impl<R: Runtime> Client<R> {
             let stmt = with_deadline(self.runtime(), deadline, conn.statement(sql)).await?;
             // Catalog columns are built-in types: nothing to complete, so no lookup recursion.
             if let Some(r) = self
-                .execute_prepared(conn, &stmt, &[&oid], deadline)
+                .execute_prepared(conn, &stmt, &[&oid], deadline, Framing::NONE)
                 .await?
             {
                 return Ok(r.rows);

@@ -80,6 +80,114 @@ pub struct TxRecord {
     pub end: TxEnd,
 }
 
+/// What a caller saw for an atomic batch.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum BatchGot {
+    /// Every statement's value.
+    Values([i64; 2]),
+    /// `Error::BatchFailed`: the statement at `index` failed with SQLSTATE `code`.
+    Failed {
+        /// The statement that failed.
+        index: usize,
+        /// Its SQLSTATE.
+        code: String,
+    },
+    /// Never sent (`NotDispatched`, `NoConnection`, `Closed`).
+    NotDispatched,
+    /// `Error::Indeterminate`.
+    Indeterminate,
+    /// `Error::Timeout`.
+    Timeout,
+    /// The caller dropped the future.
+    Dropped,
+    /// Anything else.
+    Other(String),
+}
+
+/// An atomic batch a caller ran: two statements, their parameters, what it got.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BatchRecord {
+    /// Each statement's unique parameter.
+    pub params: [i64; 2],
+    /// The statements.
+    pub kinds: [Kind; 2],
+    /// The outcome.
+    pub got: BatchGot,
+}
+
+/// Checks every batch: it ran as one implicit transaction, committed all or nothing, and what
+/// its caller was told matches.
+pub fn batches(batches: &[BatchRecord], db: &Db) -> Result<(), String> {
+    for b in batches {
+        let bad = |why: &str| Err(format!("batch {b:?}: {why}"));
+        let mut runs = [None, None];
+        for e in db.log.iter() {
+            if let Some(i) = b.params.iter().position(|&p| p == e.param) {
+                if runs[i].is_some() {
+                    return bad("a statement ran more than once");
+                }
+                if e.tx.is_some() || e.implicit.is_none() {
+                    return bad("a statement ran in an explicit transaction");
+                }
+                runs[i] = Some(e);
+            }
+        }
+        let ids: Vec<u64> = runs.iter().flatten().filter_map(|e| e.implicit).collect();
+        if ids.windows(2).any(|w| w[0] != w[1]) {
+            return bad("its statements ran in different transactions");
+        }
+        let committed = ids
+            .first()
+            .is_some_and(|id| db.implicit_committed.contains(id));
+        if committed && runs.iter().any(Option::is_none) {
+            return bad("it committed without every statement");
+        }
+        if committed && b.kinds.contains(&Kind::Fail) {
+            return bad("it committed a statement that fails");
+        }
+        match &b.got {
+            BatchGot::Values(v) => {
+                if !committed {
+                    return bad("it returned values but did not commit");
+                }
+                let expected = b.kinds.iter().zip(b.params).map(|(k, p)| k.result(p));
+                if !v.iter().zip(expected).all(|(&v, e)| Some(v) == e) {
+                    return bad("wrong value");
+                }
+            }
+            BatchGot::Failed { index, code } => {
+                if committed {
+                    return bad("it failed but committed");
+                }
+                let Some(&kind) = b.kinds.get(*index) else {
+                    return bad("no such statement");
+                };
+                let ran = runs[*index].is_some();
+                match code.as_str() {
+                    "22012" if kind == Kind::Fail && ran => {}
+                    // Injected before the statement runs.
+                    "40001" if !ran => {}
+                    _ => return bad("its statement cannot fail that way"),
+                }
+                if runs[index + 1..].iter().any(Option::is_some) {
+                    return bad("a statement after the failed one ran");
+                }
+                if runs[..*index].iter().any(Option::is_none) {
+                    return bad("a statement before the failed one did not run");
+                }
+            }
+            BatchGot::NotDispatched => {
+                if runs.iter().any(Option::is_some) {
+                    return bad("it ran although the error says it was not sent");
+                }
+            }
+            BatchGot::Indeterminate | BatchGot::Timeout | BatchGot::Dropped => {}
+            BatchGot::Other(_) => return bad("no such outcome is expected"),
+        }
+    }
+    Ok(())
+}
+
 /// One unit a caller issued and what it got.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Record {
@@ -120,6 +228,10 @@ pub struct Report {
     pub coalesced: u64,
     /// Units the server skipped after an earlier unit of their Sync failed, sent again.
     pub resent: u64,
+    /// Atomic batches that committed, and that failed at one of their statements.
+    pub batches_committed: usize,
+    /// See `batches_committed`.
+    pub batches_failed: usize,
     /// Virtual time the run took.
     pub elapsed_us: u64,
 }
@@ -170,7 +282,12 @@ pub fn transactions(txs: &[TxRecord], db: &Db) -> Result<(), String> {
 /// Checks every outcome against the server's log; `Err` names the first violation. `aborted`:
 /// the client aborted its work (`close_within` ran out of time), so answers the server sent
 /// may be unread.
-pub fn outcomes(records: &[Record], db: &Db, aborted: bool) -> Result<(), String> {
+pub fn outcomes(
+    records: &[Record],
+    batched: &std::collections::HashSet<i64>,
+    db: &Db,
+    aborted: bool,
+) -> Result<(), String> {
     let mut runs: HashMap<i64, Vec<Kind>> = HashMap::new();
     let mut conn_of = HashMap::new();
     for e in &db.log {
@@ -184,8 +301,9 @@ pub fn outcomes(records: &[Record], db: &Db, aborted: bool) -> Result<(), String
     for e in &db.log {
         match (issued.get(&e.param), e.tx) {
             (Some(&k), None) if k == e.kind => {}
-            // Transactions' statements are checked by `transactions`.
+            // Transactions' statements are checked by `transactions`, batches' by `batches`.
             (None, Some(_)) => {}
+            (None, None) if batched.contains(&e.param) => {}
             _ => return Err(format!("the server ran a unit nobody issued there: {e:?}")),
         }
     }

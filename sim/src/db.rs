@@ -54,6 +54,8 @@ pub struct Executed {
     pub param: i64,
     /// The transaction it ran in (explicit BEGIN), if any.
     pub tx: Option<u64>,
+    /// Outside one: the implicit transaction of the Executes before its Sync.
+    pub implicit: Option<u64>,
 }
 
 /// The server's shared state: the execution log and transaction outcomes.
@@ -63,6 +65,8 @@ pub struct Db {
     pub log: Vec<Executed>,
     /// Transactions that committed.
     pub committed: Vec<u64>,
+    /// Implicit transactions that committed (their Sync came with no error before it).
+    pub implicit_committed: std::collections::HashSet<u64>,
     /// Messages the server handled (all connections), for the trace hash.
     pub messages: u64,
     /// Connections that ended by a fault (reset or termination).

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use pgpipe::{Client, Config, SslMode};
 
-use crate::check::{self, Got, Record, Report, TxEnd, TxRecord};
+use crate::check::{self, BatchGot, BatchRecord, Got, Record, Report, TxEnd, TxRecord};
 use crate::executor::{End, Sim};
 use crate::net::{Faults, Net};
 use crate::rng::{mix, Rng};
@@ -33,6 +33,9 @@ pub struct Plan {
     pub early_faults_on: bool,
     /// Per caller: its steps.
     pub callers: Vec<Vec<Step>>,
+    /// How many of `callers`, at the end, run batches and transactions that carry their
+    /// COMMIT (drawn from a stream of their own, after the others).
+    pub transactional: usize,
     /// `close_within(limit)` this long after the start, while callers may still be working
     /// (`(after, limit)`); otherwise `close()` once every caller is done.
     pub early_close: Option<(Duration, Duration)>,
@@ -49,6 +52,12 @@ pub enum Step {
     /// A transaction with one statement, then COMMIT (`true`) or ROLLBACK; the whole
     /// transaction is dropped after this long if `Some`.
     Tx(Kind, bool, Option<Duration>),
+    /// A transaction whose one statement carries its COMMIT (`query_and_commit`); dropped
+    /// after this long if `Some`.
+    TxCommitWith(Kind, Option<Duration>),
+    /// An atomic batch of two statements on the shared path; dropped after this long if
+    /// `Some`.
+    Batch([Kind; 2], Option<Duration>),
     /// A statement on a session (an exclusive connection, reset when released); dropped
     /// after this long if `Some`.
     Session(Kind, Option<Duration>),
@@ -109,7 +118,7 @@ impl Plan {
             };
         }
         let early_faults_on = faulty && r.chance(50);
-        let callers = (0..1 + r.below(6))
+        let mut callers: Vec<Vec<Step>> = (0..1 + r.below(6))
             .map(|_| {
                 (0..1 + r.below(4))
                     .map(|_| {
@@ -139,11 +148,31 @@ impl Plan {
         let mut r3 = Rng::new(seed ^ 0x5c0a_1e5c);
         config.sync_coalescing = !r3.chance(200);
         let server_errors = if r3.chance(500) { 1 + r3.below(200) } else { 0 };
+        // Transactions whose COMMIT rides with their statement, and atomic batches: callers
+        // of their own in about half of the seeds, from a fourth stream (the callers above
+        // are drawn as before).
+        let mut r4 = Rng::new(seed ^ 0x0ba7_c4ed);
+        let kind = |r: &mut Rng| Kind::ALL[r.below(Kind::ALL.len() as u64) as usize];
+        let more = if r4.chance(500) { 1 + r4.below(3) } else { 0 };
+        let transactional = more as usize;
+        for _ in 0..more {
+            let steps = (0..1 + r4.below(3))
+                .map(|_| {
+                    let drop_after = r4.chance(150).then(|| us(&mut r4, 4000));
+                    match r4.chance(600) {
+                        true => Step::Batch([kind(&mut r4), kind(&mut r4)], drop_after),
+                        false => Step::TxCommitWith(kind(&mut r4), drop_after),
+                    }
+                })
+                .collect();
+            callers.push(steps);
+        }
         Plan {
             config,
             faults,
             early_faults_on,
             callers,
+            transactional,
             early_close,
             server_errors,
         }
@@ -175,6 +204,7 @@ async fn or_drop<T>(fut: impl Future<Output = T>, sleep: impl Future<Output = ()
 struct Outcome {
     records: Vec<Record>,
     txs: Vec<TxRecord>,
+    batches: Vec<BatchRecord>,
     connect_error: Option<String>,
     /// `Some(Err)`: a check inside the run failed.
     end_checks: Option<Result<(), String>>,
@@ -242,8 +272,11 @@ fn run_plan(seed: u64, plan: &Plan) -> Result<Report, String> {
             ));
         }
     }
-    check::outcomes(&out.records, &db, out.aborted)?;
+    let batched: std::collections::HashSet<i64> =
+        out.batches.iter().flat_map(|b| b.params).collect();
+    check::outcomes(&out.records, &batched, &db, out.aborted)?;
     check::transactions(&out.txs, &db)?;
+    check::batches(&out.batches, &db)?;
     // Bounded memory: tasks are callers, connection tasks and their server ends, and the root.
     let cfg = &plan.config;
     let task_bound = 1 + plan.callers.len() + 2 * (cfg.connection_limit() + cfg.pinned_size) + 2;
@@ -267,6 +300,9 @@ fn run_plan(seed: u64, plan: &Plan) -> Result<Report, String> {
     }
     for t in &out.txs {
         trace = mix(trace ^ hash_of(t));
+    }
+    for b in &out.batches {
+        trace = mix(trace ^ hash_of(b));
     }
     let ok = out
         .records
@@ -295,6 +331,16 @@ fn run_plan(seed: u64, plan: &Plan) -> Result<Report, String> {
         cancels: db.cancel_requests,
         coalesced,
         resent,
+        batches_committed: out
+            .batches
+            .iter()
+            .filter(|b| matches!(b.got, BatchGot::Values(_)))
+            .count(),
+        batches_failed: out
+            .batches
+            .iter()
+            .filter(|b| matches!(b.got, BatchGot::Failed { .. }))
+            .count(),
         abandoned: out
             .records
             .iter()
@@ -384,6 +430,34 @@ async fn root(sim: Sim, plan: Plan, out: Rc<RefCell<Outcome>>) {
                         sim.log(|| format!("caller {i}: transaction {t:?}"));
                         out.borrow_mut().txs.push(t);
                     }
+                    Step::TxCommitWith(kind, drop_after) => {
+                        let work = transaction_commit_with(&client, kind, param);
+                        let t = match drop_after {
+                            Some(d) => or_drop(work, sim.sleep(d)).await.unwrap_or(TxRecord {
+                                param,
+                                commit: true,
+                                got: Got::Dropped,
+                                end: TxEnd::NotReached,
+                            }),
+                            None => work.await,
+                        };
+                        sim.log(|| format!("caller {i}: transaction with its commit {t:?}"));
+                        out.borrow_mut().txs.push(t);
+                    }
+                    Step::Batch(kinds, drop_after) => {
+                        let params = [param, param + 500];
+                        let work = batch(&client, kinds, params);
+                        let got = match drop_after {
+                            Some(d) => or_drop(work, sim.sleep(d))
+                                .await
+                                .unwrap_or(BatchGot::Dropped),
+                            None => work.await,
+                        };
+                        sim.log(|| format!("caller {i}: batch {params:?} got {got:?}"));
+                        out.borrow_mut()
+                            .batches
+                            .push(BatchRecord { params, kinds, got });
+                    }
                 }
             }
             let mut j = join.borrow_mut();
@@ -465,6 +539,18 @@ fn open_stats(client: &Client<Sim>, cfg: &Config) -> Result<(), String> {
     if client.live_connections() > cfg.connection_limit() {
         return Err(format!("{} live connections", client.live_connections()));
     }
+    // Exclusive connections share the budget beyond the base: lanes and overflow leave them
+    // `pinned_size`, and all of them together stay within it (or within `pinned_size`).
+    let (exclusive, _) = client.pinned_counts();
+    let lanes = s.open_lanes + s.open_overflow;
+    if lanes > on_demand.saturating_sub(cfg.pinned_size)
+        || lanes + exclusive > on_demand.max(cfg.pinned_size)
+    {
+        return Err(format!(
+            "{lanes} lanes and overflow with {exclusive} exclusive connections (budget {on_demand}, reserve {})",
+            cfg.pinned_size
+        ));
+    }
     if on_demand == 0 && (s.total.lane_units > 0 || s.total.opened_on_demand > 0) {
         return Err("lane traffic without room for a lane".into());
     }
@@ -527,6 +613,71 @@ async fn transaction(client: &Client<Sim>, kind: Kind, param: i64, commit: bool)
         Err(e) => TxEnd::Failed(e.to_string()),
     };
     t
+}
+
+/// A transaction whose one statement carries its COMMIT.
+async fn transaction_commit_with(client: &Client<Sim>, kind: Kind, param: i64) -> TxRecord {
+    let mut t = TxRecord {
+        param,
+        commit: true,
+        got: Got::Dropped,
+        end: TxEnd::NotReached,
+    };
+    let tx = match client.transaction().await {
+        Ok(tx) => tx,
+        Err(e) => {
+            t.got = Got::Other(format!("checkout: {e}"));
+            return t;
+        }
+    };
+    match tx.query_and_commit(kind.sql(), &[&param]).await {
+        Ok(rows) => {
+            t.got = match rows.first().map(|r| r.try_get::<_, i64>(0)) {
+                Some(Ok(v)) => Got::Value(v),
+                other => Got::Other(format!("rows: {other:?}")),
+            };
+            t.end = TxEnd::Ok;
+        }
+        Err(pgpipe::Error::IndeterminateCommit { .. }) => {
+            t.got = Got::Indeterminate;
+            t.end = TxEnd::IndeterminateCommit;
+        }
+        Err(pgpipe::Error::RolledBack) => t.end = TxEnd::RolledBack,
+        Err(pgpipe::Error::CommitFailed(e)) => {
+            t.end = TxEnd::Failed(format!("COMMIT failed: {e}"));
+        }
+        Err(e) => t.got = Got::of(Err(e)),
+    }
+    t
+}
+
+/// An atomic batch of two statements on the shared path.
+async fn batch(client: &Client<Sim>, kinds: [Kind; 2], params: [i64; 2]) -> BatchGot {
+    let mut b = client.batch();
+    b.add(kinds[0].sql(), &[&params[0]]);
+    b.add(kinds[1].sql(), &[&params[1]]);
+    match b.run().await {
+        Ok(results) => {
+            let value = |i: usize| -> Option<i64> {
+                results.get(i)?.rows().first()?.try_get::<_, i64>(0).ok()
+            };
+            match (results.len(), value(0), value(1)) {
+                (2, Some(a), Some(b)) => BatchGot::Values([a, b]),
+                _ => BatchGot::Other(format!("results: {results:?}")),
+            }
+        }
+        Err(pgpipe::Error::BatchFailed { index, source }) => BatchGot::Failed {
+            index,
+            code: source.code().as_str().to_owned(),
+        },
+        Err(e) => match Got::of(Err(e)) {
+            Got::NotDispatched => BatchGot::NotDispatched,
+            Got::NoConnection | Got::Closed => BatchGot::NotDispatched,
+            Got::Indeterminate => BatchGot::Indeterminate,
+            Got::Timeout => BatchGot::Timeout,
+            other => BatchGot::Other(format!("{other:?}")),
+        },
+    }
 }
 
 /// Statistics after a graceful close: no connection live, nothing queued or in flight, one

@@ -1,10 +1,12 @@
 //! A fake PostgreSQL server speaking the v3 protocol for the subset pgpipe uses here.
 //!
 //! Startup with trust auth; the extended protocol (Parse, Bind, Describe, Execute, Sync, Close,
-//! Flush) with PostgreSQL's rule that an error skips to the next Sync; simple Query for
-//! BEGIN / COMMIT / ROLLBACK and the exclusive connections' reset; Terminate. It logs every
-//! statement it executes (connection, kind, parameter, transaction), so the checker can tell
-//! "ran" from "did not run". Faults it injects between messages: a reset, or a FATAL 57P01
+//! Flush) with PostgreSQL's rules that an error skips to the next Sync and that the Executes
+//! before a Sync outside a transaction block form one implicit transaction (committed at the
+//! Sync, rolled back by an error); BEGIN / COMMIT / ROLLBACK in either protocol (a simple text
+//! may start with `BEGIN; `); simple Query for the exclusive connections' reset; Terminate. It
+//! logs every statement it executes (connection, kind, parameter, transaction), so the checker
+//! can tell "ran" from "did not run", and which transactions committed. Faults it injects between messages: a reset, or a FATAL 57P01
 //! termination followed by a close; and a slow reader.
 
 use std::cell::RefCell;
@@ -24,14 +26,33 @@ struct Conn {
     out: Vec<u8>,
     /// Parameters executed since the last ReadyForQuery was written.
     unanswered: Vec<i64>,
-    statements: HashMap<String, Kind>,
-    portal: Option<(Kind, Option<i64>, bool)>,
+    statements: HashMap<String, Stmt>,
+    portal: Option<Portal>,
+    /// The implicit transaction of the Executes since the last Sync (outside a transaction
+    /// block), and whether an error rolled it back.
+    implicit: Option<u64>,
+    implicit_failed: bool,
     /// An error happened: skip to Sync.
     skipping: bool,
     /// `b'I'`, `b'T'` or `b'E'`.
     status: u8,
     tx: Option<u64>,
 }
+
+/// A statement the server knows: one of the SQL subset's, or transaction control.
+#[derive(Clone)]
+enum Stmt {
+    Query(Kind),
+    Control(String),
+}
+
+/// A bound statement: a query with its first parameter and result format, or control.
+enum Portal {
+    Query(Kind, Option<i64>, bool),
+    Control(String),
+}
+
+const CONTROL: [&str; 3] = ["BEGIN", "COMMIT", "ROLLBACK"];
 
 /// Serves one connection until the client terminates or closes it, or a fault ends it.
 pub(crate) async fn serve(sim: Sim, pid: u32, sock: SimSocket, db: Rc<RefCell<Db>>) {
@@ -44,6 +65,8 @@ pub(crate) async fn serve(sim: Sim, pid: u32, sock: SimSocket, db: Rc<RefCell<Db
         unanswered: Vec::new(),
         statements: HashMap::new(),
         portal: None,
+        implicit: None,
+        implicit_failed: false,
         skipping: false,
         status: b'I',
         tx: None,
@@ -119,6 +142,7 @@ impl Conn {
         self.msg(b'E', &b);
         if severity == "ERROR" {
             self.skipping = true;
+            self.implicit_failed = true;
             if self.status == b'T' {
                 self.status = b'E';
             }
@@ -283,9 +307,14 @@ impl Conn {
             b'P' => {
                 let name = r.cstr();
                 let sql = r.cstr();
-                match Kind::of(&sql) {
-                    Some(k) => {
-                        self.statements.insert(name, k);
+                let stmt = match Kind::of(&sql) {
+                    Some(k) => Some(Stmt::Query(k)),
+                    None if CONTROL.contains(&sql.as_str()) => Some(Stmt::Control(sql.clone())),
+                    None => None,
+                };
+                match stmt {
+                    Some(stmt) => {
+                        self.statements.insert(name, stmt);
                         self.msg(b'1', &[]);
                     }
                     None => self.error("ERROR", "42601", &format!("unknown statement: {sql}")),
@@ -315,8 +344,12 @@ impl Conn {
                 let results: Vec<u16> = (0..r.u16()).map(|_| r.u16()).collect();
                 let binary = results.first() == Some(&1);
                 match self.statements.get(&name) {
-                    Some(&k) => {
-                        self.portal = Some((k, param, binary));
+                    Some(Stmt::Query(k)) => {
+                        self.portal = Some(Portal::Query(*k, param, binary));
+                        self.msg(b'2', &[]);
+                    }
+                    Some(Stmt::Control(sql)) => {
+                        self.portal = Some(Portal::Control(sql.clone()));
                         self.msg(b'2', &[]);
                     }
                     None => self.error("ERROR", "26000", "prepared statement does not exist"),
@@ -336,13 +369,20 @@ impl Conn {
                     }
                 } else {
                     match self.portal {
-                        Some((_, _, binary)) => self.row_description(binary),
+                        Some(Portal::Query(_, _, binary)) => self.row_description(binary),
+                        Some(Portal::Control(_)) => self.msg(b'n', &[]),
                         None => self.error("ERROR", "34000", "portal does not exist"),
                     }
                 }
             }
             b'E' => self.execute().await?,
             b'S' => {
+                if let Some(id) = self.implicit.take() {
+                    if !std::mem::take(&mut self.implicit_failed) {
+                        self.db.borrow_mut().implicit_committed.insert(id);
+                    }
+                }
+                self.implicit_failed = false;
                 self.ready();
                 self.flush().await?;
                 let answered = std::mem::take(&mut self.unanswered);
@@ -359,7 +399,15 @@ impl Conn {
             }
             b'Q' => {
                 let sql = r.cstr();
-                self.simple(&sql);
+                match sql.strip_prefix("BEGIN; ") {
+                    Some(rest) => {
+                        self.simple("BEGIN");
+                        if !self.skipping {
+                            self.simple(rest);
+                        }
+                    }
+                    None => self.simple(&sql),
+                }
                 self.ready();
                 self.flush().await?;
             }
@@ -373,9 +421,16 @@ impl Conn {
     }
 
     async fn execute(&mut self) -> Result<(), Stop> {
-        let Some((kind, param, binary)) = self.portal.take() else {
-            self.error("ERROR", "34000", "portal does not exist");
-            return Ok(());
+        let (kind, param, binary) = match self.portal.take() {
+            Some(Portal::Query(k, p, b)) => (k, p, b),
+            Some(Portal::Control(sql)) => {
+                self.simple(&sql);
+                return Ok(());
+            }
+            None => {
+                self.error("ERROR", "34000", "portal does not exist");
+                return Ok(());
+            }
         };
         if self.status == b'E' {
             self.error(
@@ -419,11 +474,20 @@ impl Conn {
             }
         }
         self.unanswered.push(p);
+        let implicit = match self.tx {
+            Some(_) => None,
+            None => Some(*self.implicit.get_or_insert_with(|| {
+                let mut db = self.db.borrow_mut();
+                db.next_tx += 1;
+                db.next_tx
+            })),
+        };
         self.db.borrow_mut().log.push(Executed {
             conn: self.pid,
             kind,
             param: p,
             tx: self.tx,
+            implicit,
         });
         match kind.result(p) {
             Some(v) => {
@@ -448,6 +512,9 @@ impl Conn {
 
     fn simple(&mut self, sql: &str) {
         match sql {
+            "BEGIN" if self.status == b'E' => {
+                self.error("ERROR", "25P02", "current transaction is aborted");
+            }
             "BEGIN" => {
                 if self.status == b'I' {
                     let mut db = self.db.borrow_mut();

@@ -42,6 +42,8 @@ fn seeds() {
                 sum.cancels += r.cancels;
                 sum.coalesced += r.coalesced;
                 sum.resent += r.resent;
+                sum.batches_committed += r.batches_committed;
+                sum.batches_failed += r.batches_failed;
             }
             Err(e) => {
                 eprintln!("{e}\n  reproduce: PGPIPE_SIM_SEED={seed} cargo test -p pgpipe-sim");
@@ -52,7 +54,7 @@ fn seeds() {
     eprintln!(
         "{} seeds in {:?}: {} units, {} returned their value, {} lost with a connection, {} \
          dropped or timed out; {} connections, {} ended by a fault; {} transactions committed, {} cancel requests; \
-         {} units shared a Sync, {} skipped and sent again",
+         {} units shared a Sync, {} skipped and sent again; {} batches committed, {} failed",
         seeds.len(),
         started.elapsed(),
         sum.units,
@@ -65,6 +67,8 @@ fn seeds() {
         sum.cancels,
         sum.coalesced,
         sum.resent,
+        sum.batches_committed,
+        sum.batches_failed,
     );
     assert!(failures.is_empty(), "failing seeds: {failures:?}");
     // The scenario must keep reaching what it checks; a vacuous run would pass silently.
@@ -77,7 +81,9 @@ fn seeds() {
                 && s.faults > 0
                 && s.committed > 0
                 && s.coalesced > 0
-                && s.resent > 0,
+                && s.resent > 0
+                && s.batches_committed > 0
+                && s.batches_failed > 0,
             "the seeds no longer reach every outcome: {s:?}"
         );
     }
@@ -103,7 +109,7 @@ fn plans_are_stable() {
         let drawn = format!(
             "{:?}{:?}{}{:?}{} {} {} {} {} {:?} {:?} {:?} {} {}",
             p.faults,
-            p.callers,
+            &p.callers[..p.callers.len() - p.transactional],
             p.early_faults_on,
             c.pipeline_size,
             c.max_in_flight,

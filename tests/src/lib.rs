@@ -49,6 +49,7 @@
 pub mod fault_proxy;
 mod libpq;
 pub mod pgbouncer;
+pub mod server_log;
 pub mod tls;
 
 pub use libpq::{libpq_connects, psql_with, psql_with_env};
@@ -1403,6 +1404,16 @@ impl TestDb {
     /// `None` for an external server.
     pub fn server_log(&self) -> Option<&Path> {
         Some(self.local()?.log_path())
+    }
+
+    /// WARNING lines the throwaway cluster logged since any caller last asked (each line is
+    /// returned once per process); empty for an external server.
+    pub fn new_log_warnings(&self) -> Vec<String> {
+        static READER: OnceLock<server_log::LogReader> = OnceLock::new();
+        match self.server_log() {
+            Some(log) => READER.get_or_init(Default::default).new_warnings(log),
+            None => Vec::new(),
+        }
     }
 
     /// Whether this is the external server from `PGPIPE_TEST_URL`.

@@ -12,7 +12,12 @@ use std::error::Error;
 use std::path::{Path, PathBuf};
 
 /// Documentation files whose Rust blocks live here.
-const DOCS: &[&str] = &["README.md", "docs/CONNECTING.md", "docs/TOPOLOGY.md"];
+const DOCS: &[&str] = &[
+    "README.md",
+    "docs/CONNECTING.md",
+    "docs/TOPOLOGY.md",
+    "docs/TRANSACTIONS.md",
+];
 
 /// The repository root.
 fn root() -> PathBuf {
@@ -131,6 +136,7 @@ fn the_readme_runs_against_the_test_server() {
     smol::block_on(async {
         readme_use().await.expect("README: Use");
         readme_types().await.expect("README: Types");
+        transactions_cost().await.expect("TRANSACTIONS.md");
     });
 }
 
@@ -165,6 +171,29 @@ async fn readme_use() -> Result<(), Box<dyn Error>> {
     db.close().await;                                 // drain in-flight work, then close
     // README.md: end
     assert_eq!((n, name.as_deref(), balance), (1, Some("alice"), 100));
+    Ok(())
+}
+
+#[rustfmt::skip]
+async fn transactions_cost() -> Result<(), Box<dyn Error>> {
+    let db = pgpipe_smol::connect(&std::env::var("DATABASE_URL")?).await?;
+    db.execute("INSERT INTO accounts VALUES (1, 'alice', 100), (2, 'bob', 100) \
+                ON CONFLICT (id) DO UPDATE SET balance = 100", &[]).await?;
+    // docs/TRANSACTIONS.md: begin
+    let tx = db.transaction().await?;                       // sends nothing yet
+    tx.execute("UPDATE accounts SET balance = balance - $1 WHERE id = $2", &[&5i32, &1i32]).await?;
+    let rows = tx.query_and_commit("SELECT balance FROM accounts WHERE id = $1", &[&1i32]).await?;
+
+    let results = db.batch()                                // no exclusive connection at all
+        .add("UPDATE accounts SET balance = balance - $1 WHERE id = $2", &[&5i32, &1i32])
+        .add("UPDATE accounts SET balance = balance + $1 WHERE id = $2", &[&5i32, &2i32])
+        .add("SELECT balance FROM accounts WHERE id = $1", &[&1i32])
+        .run()
+        .await?;
+    let balance: i32 = results[2].rows()[0].get(0);
+    // docs/TRANSACTIONS.md: end
+    assert_eq!((rows[0].get::<_, i32>(0), balance), (95, 90));
+    db.close().await;
     Ok(())
 }
 

@@ -176,7 +176,9 @@ fn spans_and_metrics_follow_the_database_conventions() {
     smol::block_on(async {
         let mut config = pgpipe_smol::Config::parse(&url).expect("url");
         config.pipeline_size = 2;
+        // One exclusive connection and no budget beyond: a second checkout waits.
         config.pinned_size = 1;
+        config.max_connections = 2;
         config.trace_sql = true;
         config.checkout_timeout = Some(Duration::from_millis(50));
         let db = pgpipe_smol::connect_with(config).await.expect("connect");

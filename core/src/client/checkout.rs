@@ -1,6 +1,6 @@
-//! Checking out an exclusive connection (sessions and transactions): an idle one whose reset
-//! succeeded or a new one, under `checkout_timeout`, and the claim that gives a connection back
-//! if the checkout is abandoned half-way.
+//! Checking out an exclusive connection (sessions and transactions): an idle one whose
+//! handover is done or a new one, under `checkout_timeout`, and the claim that gives a
+//! connection back if the checkout is abandoned half-way.
 
 use std::sync::Arc;
 use std::task::Poll;
@@ -9,22 +9,23 @@ use std::time::Instant;
 use super::on_demand::spawn_connection;
 use super::{Adapter, Client};
 use crate::driver::shared::ConnShared;
-use crate::exclusive::{reset_ok, Checkout, Held, Pinned};
+use crate::exclusive::{finish_handover, Grant, Held, Pinned};
 use crate::rt::Runtime;
 use crate::Error;
 
 impl<R: Adapter> Client<R> {
-    /// An exclusive connection for the caller (see `Client::session`, in `session.rs`):
-    /// an idle one whose reset succeeded, or a new one while fewer than `pinned_size` exist.
+    /// An exclusive connection for the caller (see `Client::session`, in `session.rs`): an
+    /// idle one once its handover is done, or a new one while the budget allows, in arrival
+    /// order (`exclusive.rs`).
     pub(crate) async fn checkout(&self) -> Result<Held, Error> {
         let me = futures_lite::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
         let pinned = &self.inner.pinned;
         let started = self.inner.rt.now();
         loop {
             let conn = match self.acquire(&me, started).await? {
-                Checkout::Idle(conn, reset) => {
+                Grant::Conn(conn, handover) => {
                     let claim = Claim::new(pinned, &conn);
-                    if conn.is_open() && reset_ok(reset).await {
+                    if conn.is_open() && finish_handover(&conn, handover, &pinned.counters).await {
                         claim.keep()
                     } else {
                         // The previous holder's session could not be reset: replace it
@@ -32,7 +33,7 @@ impl<R: Adapter> Client<R> {
                         continue;
                     }
                 }
-                Checkout::Open => {
+                Grant::Open => {
                     let (shared, opened) = spawn_connection(
                         &self.inner.rt,
                         &self.inner.cfg,
@@ -40,11 +41,13 @@ impl<R: Adapter> Client<R> {
                         &self.inner.costs,
                         &self.inner.types,
                     );
+                    self.on_exit_free_budget(&shared);
                     let claim = Claim::new(pinned, &shared);
                     // On failure the claim's drop frees the slot.
                     futures_lite::future::poll_fn(|cx| opened.poll_block(cx)).await?;
                     claim.keep()
                 }
+                Grant::Closed => return Err(Error::Closed),
             };
             let id = pinned.hold(conn.clone(), me.clone(), self.inner.rt.now());
             return Ok(Held {
@@ -57,10 +60,10 @@ impl<R: Adapter> Client<R> {
 }
 
 impl<R: Runtime> Client<R> {
-    /// Waits for an idle exclusive connection or a slot, for at most `checkout_timeout` since
+    /// Waits for an exclusive connection or a slot, for at most `checkout_timeout` since
     /// `started`. Only this wait is bounded here: opening is bounded by `connect_timeout`, and
     /// a previous holder's reset by the cancel bound.
-    async fn acquire(&self, me: &std::task::Waker, started: Instant) -> Result<Checkout, Error> {
+    async fn acquire(&self, me: &std::task::Waker, started: Instant) -> Result<Grant, Error> {
         let pinned = &self.inner.pinned;
         let Some(limit) = self.inner.config.checkout_timeout else {
             return pinned.acquire(me).await;
@@ -72,6 +75,16 @@ impl<R: Runtime> Client<R> {
             Err(pinned.timed_out(now.saturating_duration_since(started), now))
         })
         .await
+    }
+
+    /// When `conn`'s task ends, the pool may open another connection in its place.
+    pub(super) fn on_exit_free_budget(&self, conn: &ConnShared) {
+        let pinned = Arc::downgrade(&self.inner.pinned);
+        let _ = conn.on_exit.set(Box::new(move || {
+            if let Some(p) = pinned.upgrade() {
+                p.budget_freed();
+            }
+        }));
     }
 }
 

@@ -9,7 +9,7 @@ use postgres_types::{ToSql, Type};
 
 use crate::driver::open::Endpoint;
 use crate::driver::shared::{
-    nanos, ConnShared, CostTable, Gate, QueryResult, QueryWaiter, Role, Statement,
+    nanos, ConnShared, CostTable, Framing, Gate, QueryResult, QueryWaiter, Role, Statement,
 };
 use crate::driver::types::TypeCache;
 use crate::driver::ConnTask;
@@ -23,9 +23,12 @@ use crate::{Config, Error, Row};
 
 use on_demand::{open_on_demand, spawn_connection};
 
+mod batch;
 mod checkout;
 mod on_demand;
 mod route;
+
+pub use batch::{Batch, StatementResult};
 
 /// A shared-path statement's parameters: typed by the server (prepared, cached) or by the caller.
 #[derive(Clone, Copy)]
@@ -88,6 +91,9 @@ struct Inner<R> {
     cursor: AtomicUsize,
     pinned: Arc<Pinned>,
     guard: Guard,
+    /// Tells, for an exclusive connection's release, whether a statement may have changed
+    /// session state (strict: `nextval` sets `currval`).
+    session_guard: Guard,
     /// Cost estimates per SQL text, shared by every connection.
     costs: Arc<CostTable>,
     /// Fast units held back while every lane has a queue (`Config::fair_lanes`).
@@ -163,9 +169,17 @@ impl<R: Adapter> Client<R> {
                 gate.clone(),
             )));
         }
-        let pinned = Arc::new(Pinned::new(config.pinned_size));
+        let on_demand = conns[config.pipeline_size..].to_vec();
+        let pinned = Arc::new(Pinned::new(
+            config.pinned_size,
+            config
+                .connection_limit()
+                .saturating_sub(config.pipeline_size),
+            on_demand,
+            config.release_reset == crate::config::ReleaseReset::Always,
+        ));
         let guard = Guard::new(config.guard);
-        Ok(Client {
+        let client = Client {
             inner: Arc::new(Inner {
                 rt,
                 open_fn: open_on_demand::<R>,
@@ -178,11 +192,16 @@ impl<R: Adapter> Client<R> {
                 cursor: AtomicUsize::new(0),
                 pinned,
                 guard,
+                session_guard: Guard::new(crate::guard::Mode::Strict),
                 costs,
                 gate,
                 types,
             }),
-        })
+        };
+        for c in client.inner.on_demand() {
+            client.on_exit_free_budget(c);
+        }
+        Ok(client)
     }
 }
 
@@ -247,6 +266,7 @@ impl<R: Runtime> Client<R> {
             }
         }
         s.type_lookups = self.inner.types.lookups.load(Relaxed);
+        s.exclusive = self.inner.pinned.stats();
         s
     }
 
@@ -341,9 +361,11 @@ impl<R: Runtime> Client<R> {
         sql: &str,
         params: &[(&(dyn ToSql + Sync), Type)],
         deadline: Option<Instant>,
+        framing: Framing<'_>,
     ) -> Result<QueryResult, Error> {
         let op = async {
-            let w = with_deadline(&self.inner.rt, deadline, conn.submit_typed(sql, params)).await?;
+            let submit = conn.submit_typed(sql, params, framing);
+            let w = with_deadline(&self.inner.rt, deadline, submit).await?;
             let mut r = self.wait_for(deadline, &w).await?;
             r.rows = self.complete_rows(conn, r.rows, deadline).await?;
             Ok(r)
@@ -383,6 +405,20 @@ impl<R: Runtime> Client<R> {
         self.inner.pinned.counts()
     }
 
+    /// Checkouts (`session()`, `transaction()`) waiting for an exclusive connection.
+    pub fn checkouts_waiting(&self) -> usize {
+        self.inner.pinned.waiting()
+    }
+
+    /// Records that `sql`, about to run on exclusive connection `conn`, may change session
+    /// state (anything the guard would refuse on the shared path): the release then resets
+    /// the session. Statements that leave none behind cost no reset.
+    pub(crate) fn note_statement(&self, conn: &ConnShared, sql: &str) {
+        if !conn.session_changed.load(Relaxed) && self.inner.session_guard.check(sql).is_err() {
+            conn.session_changed.store(true, Relaxed);
+        }
+    }
+
     async fn run(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<QueryResult, Error> {
         let op = async {
             let (_, r, _) = self.shared_path(sql, Params::Untyped(params)).await?;
@@ -408,8 +444,8 @@ impl<R: Runtime> Client<R> {
                 Params::Untyped(p) => self.attempt(conn, sql, p, deadline).await,
                 Params::Typed(p) => {
                     let r = async {
-                        let w = with_deadline(&self.inner.rt, deadline, conn.submit_typed(sql, p))
-                            .await?;
+                        let submit = conn.submit_typed(sql, p, Framing::NONE);
+                        let w = with_deadline(&self.inner.rt, deadline, submit).await?;
                         wait(&self.inner.rt, deadline, &w).await
                     }
                     .await;
@@ -441,7 +477,10 @@ impl<R: Runtime> Client<R> {
                 if home.role() == Role::Lane {
                     home.counters.inc(&home.counters.lane_units);
                 }
-                return (home, self.run_on(home, sql, params, deadline).await);
+                let r = self
+                    .run_on(home, sql, params, deadline, Framing::NONE)
+                    .await;
+                return (home, r);
             }
         }
         if self.inner.config.fair_lanes {
@@ -451,21 +490,25 @@ impl<R: Runtime> Client<R> {
                 Err(e) => return (conn, Err(e)),
             }
         }
-        let r = match self.execute_fresh(conn, sql, &stmt, params, deadline).await {
+        let fresh = self.execute_fresh(conn, sql, &stmt, params, deadline, Framing::NONE);
+        let r = match fresh.await {
             Ok(Some(r)) => Ok(r),
-            Ok(None) => self.run_on(conn, sql, params, deadline).await,
+            Ok(None) => {
+                self.run_on(conn, sql, params, deadline, Framing::NONE)
+                    .await
+            }
             Err(e) => Err(e),
         };
         (conn, r)
     }
 
     /// `None`: retry on another connection (the unit was never sent and one is still open).
-    fn retry_or_return(
+    fn retry_or_return<T>(
         &self,
         conn: &ConnShared,
-        r: Result<QueryResult, Error>,
+        r: Result<T, Error>,
         attempts: &mut usize,
-    ) -> Option<Result<QueryResult, Error>> {
+    ) -> Option<Result<T, Error>> {
         match r {
             Err(Error::NotDispatched { reason })
                 if (self.inner.config.retry_not_dispatched || reason.is_retired())
@@ -496,17 +539,19 @@ impl<R: Runtime> Client<R> {
         &self.inner.types
     }
 
+    /// Runs `sql` on `conn` with `framing` (a transaction's BEGIN or COMMIT riding along).
     pub(crate) async fn run_on(
         &self,
         conn: &ConnShared,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
         deadline: Option<Instant>,
+        framing: Framing<'_>,
     ) -> Result<QueryResult, Error> {
         loop {
             let stmt = with_deadline(&self.inner.rt, deadline, conn.statement(sql)).await?;
             if let Some(r) = self
-                .execute_fresh(conn, sql, &stmt, params, deadline)
+                .execute_fresh(conn, sql, &stmt, params, deadline, framing)
                 .await?
             {
                 return Ok(r);
@@ -526,17 +571,25 @@ impl<R: Runtime> Client<R> {
         stmt: &Arc<Statement>,
         params: &[&(dyn ToSql + Sync)],
         deadline: Option<Instant>,
+        framing: Framing<'_>,
     ) -> Result<Option<QueryResult>, Error> {
         let rt = &self.inner.rt;
         with_deadline(rt, deadline, self.complete_types(conn, stmt, deadline)).await?;
-        match self.execute_prepared(conn, stmt, params, deadline).await {
+        // A stale statement's error comes before anything of its unit ran, and only outside
+        // a transaction (a BEGIN riding with it leaves one open, failed), so the retry below
+        // never needs the BEGIN again.
+        match self
+            .execute_prepared(conn, stmt, params, deadline, framing)
+            .await
+        {
             Err(e) if is_stale_statement(&e) && conn.tx_status.load(Relaxed) == b'I' => {
                 if e.code().is_some_and(|c| c.as_str() == "26000") && self.inner.costs.unname() {
                     crate::observe::pooler_detected();
                 }
                 let fresh = with_deadline(rt, deadline, conn.reprepare(sql, stmt)).await?;
                 with_deadline(rt, deadline, self.complete_types(conn, &fresh, deadline)).await?;
-                self.execute_prepared(conn, &fresh, params, deadline).await
+                self.execute_prepared(conn, &fresh, params, deadline, framing)
+                    .await
             }
             other => other,
         }
@@ -550,6 +603,7 @@ impl<R: Runtime> Client<R> {
         stmt: &Arc<Statement>,
         params: &[&(dyn ToSql + Sync)],
         deadline: Option<Instant>,
+        framing: Framing<'_>,
     ) -> Result<Option<QueryResult>, Error> {
         if stmt.params().len() != params.len() {
             return Err(Error::ParamCount {
@@ -558,7 +612,7 @@ impl<R: Runtime> Client<R> {
             });
         }
         let rt = &self.inner.rt;
-        match with_deadline(rt, deadline, conn.submit_execute(stmt, params)).await? {
+        match with_deadline(rt, deadline, conn.submit_execute(stmt, params, framing)).await? {
             Some(w) => wait(rt, deadline, &w).await.map(Some),
             None => Ok(None),
         }
@@ -580,11 +634,11 @@ pub(crate) fn at_most_one(mut rows: Vec<Row>) -> Result<Option<Row>, Error> {
 }
 
 /// `block` with an optional deadline from the runtime's clock.
-async fn wait<R: Runtime>(
+async fn wait<R: Runtime, T>(
     rt: &R,
     deadline: Option<Instant>,
-    w: &QueryWaiter,
-) -> Result<QueryResult, Error> {
+    w: &Waiter<Result<T, Error>>,
+) -> Result<T, Error> {
     with_deadline(
         rt,
         deadline,
@@ -598,9 +652,14 @@ async fn wait<R: Runtime>(
 /// (`0A000`, `cached plan must not change result type`), or a holder of the connection ran
 /// `DEALLOCATE ALL` (`26000` naming one of ours).
 fn is_stale_statement(e: &Error) -> bool {
-    let Some(db) = e.as_db() else {
-        return false;
-    };
+    match e {
+        Error::Db(db) => is_stale(db),
+        _ => false,
+    }
+}
+
+/// [`is_stale_statement`] for the server's error itself.
+fn is_stale(db: &crate::DbError) -> bool {
     match db.code().as_str() {
         "26000" => db.message.contains("\"pgpipe_"),
         "XX000" => db.message.starts_with("cache lookup failed for type"),

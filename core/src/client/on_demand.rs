@@ -51,10 +51,13 @@ impl<R: Runtime> Client<R> {
     /// Claims a parked on-demand slot and starts its connection task.
     pub(super) fn open_slot(&self, role: Role) -> Option<(&Arc<ConnShared>, Opened)> {
         let inner = &*self.inner;
-        let c = inner
-            .on_demand()
-            .iter()
-            .find(|c| c.reserve(role, &inner.closing))?;
+        // Exclusive connections share the budget: lanes and overflow leave them their reserve.
+        let c = inner.pinned.admit_on_demand(|| {
+            inner
+                .on_demand()
+                .iter()
+                .find(|c| c.reserve(role, &inner.closing))
+        })?;
         c.counters.inc(&c.counters.opened_on_demand);
         crate::observe::on_demand_opened(c.role_name());
         Some((c, (inner.open_fn)(&inner.rt, &inner.cfg, c)))

@@ -139,10 +139,11 @@ impl<R: Runtime> Client<R> {
         }
     }
 
-    /// Whether every lane has slow work queued behind the one it runs, and no slot is left to
-    /// open another: slow work is then waiting for lanes while fast work keeps coming.
+    /// Whether every lane has slow work queued behind the one it runs, and no slot (or no
+    /// budget, which exclusive connections share) is left to open another: slow work is then waiting for lanes while fast work keeps coming.
     pub(super) fn lanes_queue(&self) -> bool {
         let mut lanes = 0;
+        let mut free_slot = false;
         for c in self.inner.on_demand() {
             if c.is_open() {
                 match c.role() {
@@ -151,11 +152,11 @@ impl<R: Runtime> Client<R> {
                     _ => {}
                 }
             } else if c.has_exited() {
-                // A free slot: a lane can still be opened.
-                return false;
+                free_slot = true;
             }
         }
-        lanes > 0
+        // A free slot the budget allows: a lane can still be opened.
+        lanes > 0 && !(free_slot && self.inner.pinned.on_demand_room())
     }
 
     /// Admission for fast units (`Config::fair_lanes`): while every lane has a queue, a fast

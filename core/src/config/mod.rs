@@ -93,14 +93,22 @@ pub struct Config {
     pub query_timeout: Option<Duration>,
     /// Retry units that were never sent on another live connection (`retry_not_dispatched`, default true).
     pub retry_not_dispatched: bool,
-    /// Exclusive connections for sessions and transactions, opened on first use (`pinned_size`, default 2).
+    /// Exclusive connections (sessions and transactions) that may always be open, whatever the
+    /// shared path's lanes and overflow use (`pinned_size`, default 2). Beyond it, exclusive
+    /// connections open on demand while the client's connections stay within `max_connections`;
+    /// idle ones close after `idle_timeout`. See `docs/TRANSACTIONS.md`.
     pub pinned_size: usize,
+    /// What the release of an exclusive connection resets (`release_reset`, default
+    /// `changed`): see [`ReleaseReset`].
+    pub release_reset: ReleaseReset,
     /// How strict the session-neutrality guard of the shared path is (`guard`: `default` or `strict`).
     pub guard: crate::guard::Mode,
-    /// Upper bound on pipelined connections (`max_connections`, default 16). Beyond the
-    /// `pipeline_size` kept open, the service opens connections on demand — lanes for statements
-    /// estimated slow, and overflow connections when server-side work saturates the others — and
-    /// closes them after `idle_timeout` unused. At most `pipeline_size`: no elasticity.
+    /// Upper bound on the client's connections (`max_connections`, default 16). Beyond the
+    /// `pipeline_size` kept open, the service opens connections on demand — exclusive ones for
+    /// sessions and transactions, lanes for statements estimated slow, and overflow connections
+    /// when server-side work saturates the others — and closes them after `idle_timeout`
+    /// unused. Lanes and overflow leave `pinned_size` of them to exclusive connections. At most
+    /// `pipeline_size`: no lanes or overflow, and `pinned_size` exclusive connections beside.
     pub max_connections: usize,
     /// A statement whose estimated server time reaches this runs on a lane of its own, away from
     /// the pipelined fast path (`slow_threshold_us`, default 2000 µs).
@@ -120,8 +128,8 @@ pub struct Config {
     /// flushes once for all of them. An error fails only its own statement; the ones after it
     /// that the server skipped are sent again. See `docs/ROUTING.md`.
     pub sync_coalescing: bool,
-    /// How long an on-demand connection may sit unused before it is closed
-    /// (`idle_timeout_ms`, default 2000).
+    /// How long an on-demand connection (lane, overflow, or an idle exclusive one) may sit
+    /// unused before it is closed (`idle_timeout_ms`, default 2000).
     pub idle_timeout: Duration,
     /// A connection that has waited this long for the server with work in flight, hearing
     /// nothing, is checked from a second, short connection (`health_check_ms`, default 10000;
@@ -163,6 +171,7 @@ impl Default for Config {
             shared_statement_timeout: None,
             retry_not_dispatched: true,
             pinned_size: 2,
+            release_reset: ReleaseReset::Changed,
             guard: crate::guard::Mode::Default,
             max_connections: 16,
             slow_threshold: Duration::from_micros(2000),
@@ -206,6 +215,7 @@ impl fmt::Debug for Config {
             .field("shared_statement_timeout", &self.shared_statement_timeout)
             .field("retry_not_dispatched", &self.retry_not_dispatched)
             .field("pinned_size", &self.pinned_size)
+            .field("release_reset", &self.release_reset)
             .field("guard", &self.guard)
             .field("max_connections", &self.max_connections)
             .field("slow_threshold", &self.slow_threshold)
@@ -512,4 +522,17 @@ impl Default for Keepalives {
             count: None,
         }
     }
+}
+
+/// What releasing an exclusive connection resets before the next holder gets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReleaseReset {
+    /// The session only if its holder ran something that may change session state (what the
+    /// guard would refuse on the shared path: SET, LISTEN, temp tables, DDL, `nextval`, ...)
+    /// or the server reported a changed parameter. A holder that only queried and wrote data
+    /// costs no reset. Session changes hidden inside functions are not seen.
+    #[default]
+    Changed,
+    /// Every release resets the session (one round trip the next holder waits for).
+    Always,
 }

@@ -81,6 +81,7 @@ pub(crate) const KEYWORDS: &[Keyword] = &[
     kw("query_timeout", None),
     kw("retry_not_dispatched", None),
     kw("pinned_size", None),
+    kw("release_reset", None),
     kw("guard", None),
     kw("max_connections", None),
     kw("slow_threshold_us", None),
@@ -334,6 +335,13 @@ impl Config {
             "shared_statement_timeout_ms" => {
                 let ms: u64 = num(key, v)?;
                 self.shared_statement_timeout = (ms > 0).then(|| Duration::from_millis(ms));
+            }
+            "release_reset" => {
+                let policies = [
+                    ("changed", super::ReleaseReset::Changed),
+                    ("always", super::ReleaseReset::Always),
+                ];
+                self.release_reset = choice(key, v, &policies)?;
             }
             "guard" => {
                 let modes = [

@@ -55,16 +55,41 @@ pub fn prepare(
     })
 }
 
+/// Statements that ride in another statement's unit, sharing its Sync: a transaction's
+/// `BEGIN` before its first statement, a `COMMIT` after its last. An error in any of them makes
+/// the server skip the rest of the unit, so a failed `BEGIN` never lets the statement run
+/// outside the transaction, and a failed statement never lets the `COMMIT` run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Frame<'a> {
+    /// Sent before the unit's own statement.
+    pub before: Option<&'a str>,
+    /// Sent after it.
+    pub after: Option<&'a str>,
+}
+
+impl Frame<'_> {
+    /// No statement besides the unit's own.
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    pub const NONE: Frame<'static> = Frame {
+        before: None,
+        after: None,
+    };
+}
+
 /// Execute unit for a prepared statement: `Bind(stmt, params) Execute Sync`, binary parameters
 /// and binary results. The server answers `BindComplete DataRow* CommandComplete ReadyForQuery`.
 /// An empty `statement` name means statements are not kept by name: the unit then starts with
 /// its own `Parse(unnamed, sql, types)` (and the answer with ParseComplete), so it needs
 /// nothing from an earlier unit (behind a transaction pooler, that may have run elsewhere).
-pub fn execute(
+///
+/// `frame`'s statements go around the execution, before the one Sync: `[control] [Parse]
+/// Bind Execute [control] Sync`, each control statement an unnamed `Parse Bind Execute`.
+pub fn execute_framed(
     statement: &str,
     sql: &str,
     types: &[Type],
     params: Params<'_>,
+    frame: Frame<'_>,
     buf: &mut BytesMut,
 ) -> Result<(), Error> {
     if types.len() != params.len() {
@@ -74,24 +99,98 @@ pub fn execute(
         });
     }
     let start = buf.len();
-    let r = match statement.is_empty() {
-        true => frontend::parse("", sql, types.iter().map(Type::oid), buf)
-            .map_err(|e| Error::Protocol(format!("cannot encode parse: {e}"))),
-        false => Ok(()),
-    };
-    let r = r.and_then(|()| bind_execute(statement, types, params, buf));
+    let r = (|| {
+        if let Some(before) = frame.before {
+            control(before, buf)?;
+        }
+        execution(statement, sql, types, params, buf)?;
+        if let Some(after) = frame.after {
+            control(after, buf)?;
+        }
+        frontend::sync(buf);
+        Ok(())
+    })();
     if r.is_err() {
         buf.truncate(start);
     }
     r
 }
 
+/// One statement of an atomic batch: its prepared name (empty when statements are not kept by
+/// name), text, parameter types and values.
+pub type BatchStep<'a> = (&'a str, &'a str, &'a [Type], Params<'a>);
+
+/// Batch unit: every statement's `[Parse] Bind Execute`, then one Sync. The server runs them
+/// in one implicit transaction: all of them commit at the Sync, or, after an error in one,
+/// none (it skips the rest up to the Sync). Answers: each statement's `BindComplete DataRow*
+/// CommandComplete`, then one ReadyForQuery.
+pub fn batch<'a>(
+    steps: impl IntoIterator<Item = BatchStep<'a>>,
+    buf: &mut BytesMut,
+) -> Result<(), Error> {
+    let start = buf.len();
+    let r = (|| {
+        for (statement, sql, types, params) in steps {
+            if types.len() != params.len() {
+                return Err(Error::ParamCount {
+                    expected: types.len(),
+                    given: params.len(),
+                });
+            }
+            execution(statement, sql, types, params, buf)?;
+        }
+        frontend::sync(buf);
+        Ok(())
+    })();
+    if r.is_err() {
+        buf.truncate(start);
+    }
+    r
+}
+
+/// A bare Sync: the server answers with one ReadyForQuery carrying the transaction status after
+/// every earlier unit, and changes nothing (between units no implicit transaction is open).
+pub fn status(buf: &mut BytesMut) {
+    frontend::sync(buf);
+}
+
+/// `[Parse(unnamed)] Bind Execute` of one prepared statement, without a Sync.
+fn execution(
+    statement: &str,
+    sql: &str,
+    types: &[Type],
+    params: Params<'_>,
+    buf: &mut BytesMut,
+) -> Result<(), Error> {
+    if statement.is_empty() {
+        frontend::parse("", sql, types.iter().map(Type::oid), buf)
+            .map_err(|e| Error::Protocol(format!("cannot encode parse: {e}")))?;
+    }
+    bind_values(
+        statement,
+        params.len(),
+        params.iter().copied().zip(types.iter()),
+        buf,
+    )?;
+    frontend::execute("", 0, buf).map_err(io_err)
+}
+
+/// A parameterless statement of a [`Frame`]: `Parse(unnamed) Bind Execute`, no Sync.
+fn control(sql: &str, buf: &mut BytesMut) -> Result<(), Error> {
+    check_input(sql, 0)?;
+    frontend::parse("", sql, std::iter::empty(), buf).map_err(io_err)?;
+    bind_values("", 0, std::iter::empty(), buf)?;
+    frontend::execute("", 0, buf).map_err(io_err)
+}
+
 /// Typed unit: the caller supplies parameter types, so no prepare round trip and no cache:
-/// `Parse(unnamed, sql, types) Bind Describe(P) Execute Sync`. The server answers
-/// `ParseComplete BindComplete RowDescription|NoData DataRow* CommandComplete ReadyForQuery`.
-pub fn typed(
+/// `Parse(unnamed, sql, types) Bind Describe(P) Execute Sync` (with `frame`'s statements
+/// around it, before the Sync). The server answers `ParseComplete BindComplete
+/// RowDescription|NoData DataRow* CommandComplete ReadyForQuery`.
+pub fn typed_framed(
     sql: &str,
     params: &[(&(dyn ToSql + Sync), Type)],
+    frame: Frame<'_>,
     buf: &mut BytesMut,
 ) -> Result<(), Error> {
     if params.len() > MAX_PARAMS {
@@ -101,11 +200,17 @@ pub fn typed(
     }
     let start = buf.len();
     let r = (|| {
+        if let Some(before) = frame.before {
+            control(before, buf)?;
+        }
         frontend::parse("", sql, params.iter().map(|(_, t)| t.oid()), buf)
             .map_err(|e| Error::Protocol(format!("cannot encode parse: {e}")))?;
         bind_values("", params.len(), params.iter().map(|(v, t)| (*v, t)), buf)?;
         frontend::describe(b'P', "", buf).map_err(io_err)?;
         frontend::execute("", 0, buf).map_err(io_err)?;
+        if let Some(after) = frame.after {
+            control(after, buf)?;
+        }
         frontend::sync(buf);
         Ok(())
     })();
@@ -119,29 +224,31 @@ pub fn typed(
 /// one ReadyForQuery; results come back in text format. Used on exclusive connections only
 /// (`batch_execute`, resets), never on the shared path.
 pub fn simple(sql: &str, buf: &mut BytesMut) -> Result<(), Error> {
+    simple_after(None, sql, buf)
+}
+
+/// [`simple`] with `before` (a transaction's `BEGIN`) as the text's first statement: one
+/// Query `"{before}; {sql}"`. An error in `before` makes the server skip the rest of the text.
+pub fn simple_after(before: Option<&str>, sql: &str, buf: &mut BytesMut) -> Result<(), Error> {
     check_input(sql, 0)?;
     let start = buf.len();
-    frontend::query(sql, buf).map_err(|e| {
+    let r = match before {
+        None => frontend::query(sql, buf),
+        Some(before) => {
+            check_input(before, 0)?;
+            frontend::query(&format!("{before}; {sql}"), buf)
+        }
+    };
+    r.map_err(|e| {
         buf.truncate(start);
         io_err(e)
     })
 }
 
-fn bind_execute(
-    statement: &str,
-    types: &[Type],
-    params: Params<'_>,
-    buf: &mut BytesMut,
-) -> Result<(), Error> {
-    bind_values(
-        statement,
-        params.len(),
-        params.iter().copied().zip(types.iter()),
-        buf,
-    )?;
-    frontend::execute("", 0, buf).map_err(io_err)?;
-    frontend::sync(buf);
-    Ok(())
+/// The characters [`simple_after`] puts before the caller's text: a server error's position in
+/// the caller's text is the reported one minus this.
+pub fn simple_prefix_chars(before: &str) -> usize {
+    before.chars().count() + 2
 }
 
 fn bind_values<'v>(
@@ -198,7 +305,15 @@ mod tests {
         buf.extend_from_slice(b"earlier");
         let v: i64 = 5;
         let bad: &str = "not an int";
-        let err = execute("s1", "", &[Type::INT8, Type::INT4], &[&v, &bad], &mut buf).unwrap_err();
+        let err = execute_framed(
+            "s1",
+            "",
+            &[Type::INT8, Type::INT4],
+            &[&v, &bad],
+            Frame::NONE,
+            &mut buf,
+        )
+        .unwrap_err();
         assert!(matches!(err, Error::Encode { index: 1, .. }), "{err:?}");
         assert_eq!(&buf[..], b"earlier");
     }
@@ -208,7 +323,7 @@ mod tests {
         let mut buf = BytesMut::new();
         let v: i64 = 5;
         assert!(matches!(
-            execute("s1", "", &[], &[&v], &mut buf),
+            execute_framed("s1", "", &[], &[&v], Frame::NONE, &mut buf),
             Err(Error::ParamCount {
                 expected: 0,
                 given: 1
@@ -229,14 +344,14 @@ mod tests {
     fn execute_unit_layout() {
         let mut buf = BytesMut::new();
         let v: i32 = 7;
-        execute("s1", "", &[Type::INT4], &[&v], &mut buf).unwrap();
+        execute_framed("s1", "", &[Type::INT4], &[&v], Frame::NONE, &mut buf).unwrap();
         // Bind, Execute, Sync and nothing else.
         let tags: Vec<u8> = walk(&buf).into_iter().map(|(t, _)| t).collect();
         assert_eq!(tags, b"BES");
 
         // Not kept by name: the unit carries its own unnamed Parse, with the learned types.
         let mut buf = BytesMut::new();
-        execute("", "SELECT $1", &[Type::INT4], &[&v], &mut buf).unwrap();
+        execute_framed("", "SELECT $1", &[Type::INT4], &[&v], Frame::NONE, &mut buf).unwrap();
         let tags: Vec<u8> = walk(&buf).into_iter().map(|(t, _)| t).collect();
         assert_eq!(tags, b"PBES");
         let parse_len = walk(&buf)[0].1;

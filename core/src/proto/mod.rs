@@ -9,6 +9,6 @@ pub mod startup;
 pub mod statements;
 pub(crate) mod timing;
 
-pub use pipeline::{Handler, Outcome, Pipeline, ProtocolViolation, UnitKind};
+pub use pipeline::{Frame, Handler, Outcome, Part, Pipeline, ProtocolViolation, UnitKind};
 pub use startup::{Binding, SessionInfo, Startup, Step};
 pub use statements::StatementCache;

@@ -83,6 +83,12 @@ pub trait Conn {
         ids: &[i32],
         numbers: &[i32],
     ) -> impl Future<Output = Result<u64, DbError>>;
+    /// `/updates`: reads `n` random rows, each by its own query, gives each a new number
+    /// (never its old one) and writes them back; returns the rows as written. By default
+    /// the reads, then one UPDATE; a client may do it in one round trip.
+    fn read_and_update(&self, n: usize) -> impl Future<Output = Result<Vec<World>, DbError>> {
+        read_then_update(self, n)
+    }
 }
 
 /// The routes.
@@ -223,7 +229,7 @@ async fn queries<D: Db>(db: &D, n: usize) -> Result<Reply, DbError> {
 
 /// Reads `n` random rows, all statements in flight at once (pgpipe pipelines them; on a
 /// tokio-postgres client they pipeline too, on that one connection).
-async fn read_worlds<C: Conn>(conn: &C, n: usize) -> Result<Vec<World>, DbError> {
+async fn read_worlds<C: Conn + ?Sized>(conn: &C, n: usize) -> Result<Vec<World>, DbError> {
     let ids: Vec<i32> = (0..n).map(|_| random_id()).collect();
     let rows = try_join_all(ids.iter().map(|&id| conn.world(id))).await?;
     ids.iter()
@@ -234,7 +240,7 @@ async fn read_worlds<C: Conn>(conn: &C, n: usize) -> Result<Vec<World>, DbError>
 
 /// A row for another id than asked for would be a client bug (results crossed between
 /// statements): answer 500, so that it shows as an error under load.
-fn checked(id: i32, w: World) -> Result<World, DbError> {
+pub fn checked(id: i32, w: World) -> Result<World, DbError> {
     if w.id == id {
         Ok(w)
     } else {
@@ -244,7 +250,12 @@ fn checked(id: i32, w: World) -> Result<World, DbError> {
 
 async fn updates<D: Db>(db: &D, n: usize) -> Result<Reply, DbError> {
     let conn = db.conn().await?;
-    let mut worlds = read_worlds(&conn, n).await?;
+    json(&conn.read_and_update(n).await?)
+}
+
+/// [`Conn::read_and_update`] as two steps: the reads (concurrently), then one UPDATE.
+pub async fn read_then_update<C: Conn + ?Sized>(conn: &C, n: usize) -> Result<Vec<World>, DbError> {
+    let mut worlds = read_worlds(conn, n).await?;
     for w in &mut worlds {
         // A new value, never the old one, so that a lost write is visible.
         let mut r = random_id();
@@ -261,7 +272,7 @@ async fn updates<D: Db>(db: &D, n: usize) -> Result<Reply, DbError> {
             ids.len()
         )));
     }
-    json(&worlds)
+    Ok(worlds)
 }
 
 /// The one UPDATE's parameters: ids sorted (every request locks rows in the same order, so

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use pgpipe::rt::Runtime;
 
-use crate::app::{Conn, Db, DbError, Fortune, World};
+use crate::app::{checked, plan_update, random_id, Conn, Db, DbError, Fortune, World};
 
 /// The point select of `/db`, `/queries` and `/updates`.
 pub const SELECT_WORLD: &str = "SELECT id, randomnumber FROM world WHERE id = $1";
@@ -17,6 +17,14 @@ pub const SELECT_FORTUNES: &str = "SELECT id, message FROM fortune";
 /// rows"; each row is still read by its own query).
 pub const UPDATE_WORLDS: &str = "UPDATE world SET randomnumber = v.r \
      FROM unnest($1::int4[], $2::int4[]) AS v(id, r) WHERE world.id = v.id";
+
+/// The write of pgpipe's `/updates`, in the same atomic batch as the reads: it cannot know the
+/// old numbers when it draws the new ones, so a drawn number equal to the stored one moves on
+/// by one, and it returns what it wrote.
+pub const UPDATE_WORLDS_RETURNING: &str = "UPDATE world SET randomnumber = \
+     CASE WHEN world.randomnumber = v.r THEN v.r % 10000 + 1 ELSE v.r END \
+     FROM unnest($1::int4[], $2::int4[]) AS v(id, r) WHERE world.id = v.id \
+     RETURNING world.id, world.randomnumber";
 
 fn err(e: impl std::error::Error) -> DbError {
     DbError::from_error(e)
@@ -33,11 +41,7 @@ impl<R: Runtime> Db for pgpipe::Client<R> {
 
 impl<R: Runtime> Conn for pgpipe::Client<R> {
     async fn world(&self, id: i32) -> Result<World, DbError> {
-        let row = self.query_one(SELECT_WORLD, &[&id]).await.map_err(err)?;
-        Ok(World {
-            id: row.try_get(0).map_err(err)?,
-            random_number: row.try_get(1).map_err(err)?,
-        })
+        world_of(&self.query_one(SELECT_WORLD, &[&id]).await.map_err(err)?)
     }
 
     async fn fortunes(&self) -> Result<Vec<Fortune>, DbError> {
@@ -57,6 +61,56 @@ impl<R: Runtime> Conn for pgpipe::Client<R> {
             .await
             .map_err(err)
     }
+
+    /// One atomic batch on the shared path: every row's read and the one write, in one
+    /// round trip and one implicit transaction.
+    async fn read_and_update(&self, n: usize) -> Result<Vec<World>, DbError> {
+        let drawn: Vec<i32> = (0..n).map(|_| random_id()).collect();
+        let mut worlds: Vec<World> = drawn
+            .iter()
+            .map(|&id| World {
+                id,
+                random_number: random_id(),
+            })
+            .collect();
+        let (ids, numbers) = plan_update(&mut worlds);
+        let mut batch = self.batch();
+        for id in &drawn {
+            batch.add(SELECT_WORLD, &[id]);
+        }
+        batch.add(UPDATE_WORLDS_RETURNING, &[&ids, &numbers]);
+        let results = batch.run().await.map_err(err)?;
+        for (id, r) in drawn.iter().zip(&results) {
+            let row = r
+                .rows()
+                .first()
+                .ok_or_else(|| DbError(format!("no world {id}")))?;
+            checked(*id, world_of(row)?)?;
+        }
+        let written = results.last().map(|r| r.rows()).unwrap_or_default();
+        if written.len() != ids.len() {
+            return Err(DbError(format!(
+                "updated {} rows of {} ids",
+                written.len(),
+                ids.len()
+            )));
+        }
+        let now: std::collections::HashMap<i32, i32> = written
+            .iter()
+            .map(|r| world_of(r).map(|w| (w.id, w.random_number)))
+            .collect::<Result<_, _>>()?;
+        for w in &mut worlds {
+            w.random_number = now[&w.id];
+        }
+        Ok(worlds)
+    }
+}
+
+fn world_of(row: &pgpipe::Row) -> Result<World, DbError> {
+    Ok(World {
+        id: row.try_get(0).map_err(err)?,
+        random_number: row.try_get(1).map_err(err)?,
+    })
 }
 
 // deadpool-postgres: one pooled connection per request, statements prepared and cached per

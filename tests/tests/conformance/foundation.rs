@@ -511,12 +511,13 @@ pub async fn a_session_change_on_a_shared_connection_takes_it_out_of_service<H: 
         1,
         "the changed connection left service"
     );
+    let app = db.config().application_name.clone().unwrap_or_default();
     for _ in 0..20 {
         let r = db
             .query_one("SELECT current_setting('application_name')", &[])
             .await
             .unwrap();
-        assert_eq!(r.get::<_, String>(0), "pgpipe");
+        assert_eq!(r.get::<_, String>(0), app);
     }
     db.close().await;
 }

@@ -22,6 +22,7 @@ mod runtime;
 mod service;
 mod stream;
 mod topology;
+mod transactions;
 mod types;
 mod values;
 
@@ -267,21 +268,47 @@ fn adapters_alias_the_core_handles() {
     );
 }
 
+thread_local! {
+    /// The application name of the test running on this thread's runtime (`run_test`).
+    static TEST_APP: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
 /// Runs `body` on a fresh runtime of `H`, racing it against `limit` on the runtime's own timer
-/// so that a hung behaviour fails instead of hanging CI.
-fn run_test<H: Harness, F: Future<Output = ()> + 'static>(limit: Duration, body: fn() -> F) {
+/// so that a hung behaviour fails instead of hanging CI. Its clients are named after it
+/// (`application_name`, unless the test names them), and once it is done the server log must
+/// hold no WARNING it has not seen before: pgpipe never makes a server warn (a ROLLBACK or
+/// COMMIT outside a transaction). A warning a client logs after its test ended is reported
+/// by the next test to finish; the line names the client.
+fn run_test<H: Harness, F: Future<Output = ()> + 'static>(
+    name: &'static str,
+    limit: Duration,
+    body: fn() -> F,
+) {
+    let app = format!("t:{}:{name}", H::name());
     H::run(move || async move {
+        // Server names are at most 63 bytes (NAMEDATALEN).
+        let app: String = app.chars().take(63).collect();
+        TEST_APP.with(|t| *t.borrow_mut() = Some(app));
         futures_lite::future::or(body(), async move {
             H::sleep(limit).await;
             panic!("{}: test exceeded its {limit:?} limit", H::name());
         })
         .await
     });
+    let warnings = shared().new_log_warnings();
+    assert!(
+        warnings.is_empty(),
+        "the server logged warnings:\n{}",
+        warnings.join("\n")
+    );
 }
 
-/// The shared test database's settings, adjusted by `f`.
+/// The shared test database's settings, adjusted by `f`; clients are named after the test.
 pub fn config(f: impl FnOnce(&mut Config)) -> Config {
     let mut c = Config::parse(&shared().url()).expect("test URL parses");
+    if let Some(app) = TEST_APP.with(|t| t.borrow().clone()) {
+        c.application_name = Some(app);
+    }
     f(&mut c);
     c
 }
@@ -370,6 +397,7 @@ macro_rules! suite {
                 #[test]
                 fn $test() {
                     $crate::run_test::<$h, _>(
+                        stringify!($test),
                         ::std::time::Duration::from_secs($secs),
                         $crate::$module::$test::<$h>,
                     );
@@ -424,6 +452,14 @@ suite! {
         service::timeouts_free_resources: 60,
         service::release_keeps_cached_statements_and_nothing_else: 60,
         reset::release_rolls_back_only_open_transactions: 60,
+        transactions::a_transaction_of_n_statements_takes_n_round_trips: 60,
+        transactions::a_failed_begin_statement_or_commit_says_which: 60,
+        transactions::checkouts_are_served_in_arrival_order: 60,
+        transactions::looping_transactions_share_connections_fairly: 120,
+        transactions::exclusive_connections_grow_within_the_budget_and_retire_when_idle: 60,
+        transactions::release_resets_only_what_the_holder_may_have_changed: 60,
+        transactions::batches_run_all_or_nothing_on_the_shared_path: 60,
+        transactions::concurrent_batches_keep_the_total_among_shared_reads: 120,
         runtime::query_timeouts_fire_on_the_adapter_clock: 60,
         runtime::several_clients_in_one_process_serve_concurrently: 60,
         runtime::one_client_per_runtime_on_several_threads: 120,

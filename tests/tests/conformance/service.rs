@@ -63,6 +63,7 @@ pub async fn session_state_never_leaks_to_the_shared_path_or_the_next_session<H:
     let db = client::<H>(|c| {
         c.pipeline_size = 2;
         c.pinned_size = 4;
+        c.max_connections = 2; // exclusive connections: the 4 of pinned_size, no more
         c.application_name = Some(app.to_string());
     })
     .await;
@@ -259,7 +260,12 @@ pub async fn errors_and_drops_roll_back_and_the_connection_comes_back_clean<H: H
 }
 
 pub async fn a_checkout_that_would_wait_for_itself_is_refused<H: Harness>() {
-    let db = client::<H>(|c| c.pinned_size = 1).await;
+    let db = client::<H>(|c| {
+        // One exclusive connection at most: no budget beyond the base to borrow.
+        c.pinned_size = 1;
+        c.max_connections = c.pipeline_size;
+    })
+    .await;
     let s = db.session().await.unwrap();
     assert!(matches!(
         db.transaction().await,
@@ -449,7 +455,7 @@ async fn learn_slow<H: Harness>(
 pub async fn slow_statements_get_lanes_that_retire_when_idle<H: Harness>() {
     let db = client::<H>(|c| {
         c.pipeline_size = 1;
-        c.max_connections = 3;
+        c.max_connections = 5; // 1 base, 2 lanes, 2 kept for exclusive connections
         c.slow_threshold = Duration::from_millis(10);
         c.idle_timeout = Duration::from_millis(300);
     })
@@ -513,7 +519,7 @@ pub async fn slow_statements_get_lanes_that_retire_when_idle<H: Harness>() {
 pub async fn slow_statements_spill_to_the_base_when_every_lane_has_a_queue<H: Harness>() {
     let db = client::<H>(|c| {
         c.pipeline_size = 1;
-        c.max_connections = 3;
+        c.max_connections = 5; // 1 base, 2 lanes, 2 kept for exclusive connections
         c.slow_threshold = Duration::from_millis(10);
     })
     .await;
@@ -563,7 +569,7 @@ pub async fn fast_units_wait_while_every_lane_has_a_queue<H: Harness>() {
     for fair in [false, true] {
         let db = client::<H>(|c| {
             c.pipeline_size = 2;
-            c.max_connections = 3;
+            c.max_connections = 5; // 2 base, 1 lane, 2 kept for exclusive connections
             c.slow_threshold = Duration::from_millis(10);
             c.fair_lanes = fair;
         })
@@ -622,7 +628,7 @@ pub async fn a_server_at_its_connection_limit_still_runs_slow_statements<H: Harn
     ));
     let mut cfg = crate::config(|c| {
         c.pipeline_size = 1;
-        c.max_connections = 3;
+        c.max_connections = 5; // 1 base, 2 lanes, 2 kept for exclusive connections
         c.slow_threshold = Duration::from_millis(1);
     });
     cfg.user = role;
@@ -652,7 +658,7 @@ pub async fn work_bound_connections_cap_in_flight_work_and_grow<H: Harness>() {
     // Nothing counts as slow here: every unit stays on the pipelined path.
     let db = client::<H>(|c| {
         c.pipeline_size = 1;
-        c.max_connections = 2;
+        c.max_connections = 4; // 1 base, 1 overflow, 2 kept for exclusive connections
         c.slow_threshold = Duration::from_secs(3600);
         c.max_queue_work = Duration::from_millis(5);
         c.idle_timeout = Duration::from_millis(300);
@@ -917,7 +923,9 @@ pub async fn timeouts_free_resources<H: Harness>() {
     match other.await {
         Err(Error::CheckoutTimeout {
             held: 1,
-            pinned: 1,
+            open: 1,
+            limit: 1,
+            waiting: 1,
             longest_held: Some(_),
             ..
         }) => {}

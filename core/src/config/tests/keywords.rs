@@ -200,6 +200,9 @@ const ACCEPTED: &[(&str, Check)] = &[
     ("retry_not_dispatched=false", |c| !c.retry_not_dispatched),
     ("retry_not_dispatched=0", |c| !c.retry_not_dispatched),
     ("pinned_size=3", |c| c.pinned_size == 3),
+    ("release_reset=always", |c| {
+        c.release_reset == crate::config::ReleaseReset::Always
+    }),
     ("guard=strict", |c| c.guard == Mode::Strict),
     ("max_connections=6", |c| c.max_connections == 6),
     ("slow_threshold_us=500", |c| {

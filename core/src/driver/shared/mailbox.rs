@@ -9,8 +9,10 @@ use std::task::Waker;
 
 use postgres_types::Type;
 
-use super::{status_check, ConnShared, QueryWaiter, Queued, State, Statement, Token};
-use crate::proto::{encode, UnitKind};
+use super::{
+    status_check, BatchWaiter, ConnShared, Framing, QueryWaiter, Queued, State, Statement, Token,
+};
+use crate::proto::{encode, Frame, UnitKind};
 use crate::sched::{lock, DeferredWakes};
 use crate::Error;
 
@@ -21,30 +23,55 @@ use crate::Error;
 pub(crate) const COPY_DATA_QUEUED: usize = 4;
 
 impl ConnShared {
-    /// Queues `ROLLBACK` without waiting (a dropped transaction handle), and remembers that
-    /// it ends whatever transaction the units before it leave open.
-    pub(crate) fn submit_rollback_now(&self) -> Result<Arc<QueryWaiter>, Error> {
-        let w = self.submit_simple_now("ROLLBACK")?;
-        self.rollback_mark.store(self.pushed.load(Relaxed), Relaxed);
-        Ok(w)
-    }
-
     /// Queues a simple-protocol unit without waiting (exclusive connections: resets and
     /// `batch_execute`, where one holder cannot overrun the mailbox by much).
     pub(crate) fn submit_simple_now(&self, sql: &str) -> Result<Arc<QueryWaiter>, Error> {
+        self.submit_simple_framed(sql, Framing::NONE)
+            .map(|(w, _)| w)
+    }
+
+    /// [`ConnShared::submit_simple_now`] carrying `framing`'s pending BEGIN as the text's
+    /// first statement; `true` with the waiter when it took the BEGIN.
+    pub(crate) fn submit_simple_framed(
+        &self,
+        sql: &str,
+        framing: Framing<'_>,
+    ) -> Result<(Arc<QueryWaiter>, bool), Error> {
         let mut st = lock(&self.state);
         status_check(&st.status)?;
         let start = st.committed;
         st.buf.truncate(start);
-        encode::simple(sql, &mut st.buf)?;
+        let begin = framing.take_begin();
+        if let Err(e) = encode::simple_after(begin, sql, &mut st.buf) {
+            framing.restore_begin(begin);
+            return Err(e);
+        }
         let waiter = Arc::new(QueryWaiter::new());
-        let waker = self.push_locked(
-            &mut st,
-            start,
-            Token::Query(waiter.clone()),
-            UnitKind::Simple,
-            false,
-        );
+        let frame = Frame {
+            before: u8::from(begin.is_some()),
+            after: 0,
+        };
+        let token = Token::Query(waiter.clone());
+        let waker = self.push_unit(&mut st, start, token, UnitKind::Simple, frame, None);
+        drop(st);
+        if let Some(w) = waker {
+            w.wake();
+        }
+        Ok((waiter, begin.is_some()))
+    }
+
+    /// Queues a bare Sync without waiting: its answer comes after every unit queued before it,
+    /// and its ReadyForQuery says the transaction status they left (an exclusive connection
+    /// released with work outstanding).
+    pub(crate) fn submit_status_now(&self) -> Result<Arc<QueryWaiter>, Error> {
+        let mut st = lock(&self.state);
+        status_check(&st.status)?;
+        let start = st.committed;
+        st.buf.truncate(start);
+        encode::status(&mut st.buf);
+        let waiter = Arc::new(QueryWaiter::new());
+        let token = Token::Query(waiter.clone());
+        let waker = self.push_locked(&mut st, start, token, UnitKind::Status, false);
         drop(st);
         if let Some(w) = waker {
             w.wake();
@@ -58,6 +85,7 @@ impl ConnShared {
         &self,
         stmt: &Arc<Statement>,
         params: encode::Params<'_>,
+        framing: Framing<'_>,
     ) -> Result<Option<Arc<QueryWaiter>>, Error> {
         self.with_room(self.mailbox_size, |st| {
             if !stmt.is_live() {
@@ -65,15 +93,54 @@ impl ConnShared {
             }
             let start = st.committed;
             st.buf.truncate(start);
-            encode::execute(&stmt.name, &stmt.sql, stmt.params(), params, &mut st.buf)?;
+            let (frame, wire) = framing.take();
+            let r = encode::execute_framed(
+                &stmt.name,
+                &stmt.sql,
+                stmt.params(),
+                params,
+                wire,
+                &mut st.buf,
+            );
+            if let Err(e) = r {
+                framing.restore_begin(wire.before);
+                return Err(e);
+            }
             let waiter = Arc::new(QueryWaiter::new());
             let kind = UnitKind::Execute(stmt.columns().clone());
             let token = Token::Query(waiter.clone());
-            let waker = self.push_costed(st, start, token, kind, false, Some(stmt.clone()));
+            let waker = self.push_unit(st, start, token, kind, frame, Some(stmt.clone()));
             Ok(Some((waiter, waker)))
         })
         .await
         .map(|r| r.map(wake_and_return))
+    }
+
+    /// Encodes an atomic batch into one unit: each prepared statement with its parameters,
+    /// then one Sync, waiting for room.
+    pub(crate) async fn submit_batch(
+        &self,
+        steps: &[(Arc<Statement>, encode::Params<'_>)],
+    ) -> Result<Arc<BatchWaiter>, Error> {
+        self.with_room(self.mailbox_size, |st| {
+            let start = st.committed;
+            st.buf.truncate(start);
+            // A statement evicted since its lookup (a cache smaller than the batch) rides
+            // unnamed, parsed again in the unit with the types it was prepared with.
+            let wire = steps.iter().map(|(s, p)| {
+                let name = if s.is_live() { &*s.name } else { "" };
+                (name, &*s.sql, s.params(), *p)
+            });
+            encode::batch(wire, &mut st.buf)?;
+            let waiter = Arc::new(BatchWaiter::new());
+            let shape: Arc<[_]> = steps.iter().map(|(s, _)| s.columns().clone()).collect();
+            let mut q = Queued::new(Token::Batch(waiter.clone()), UnitKind::Batch(shape));
+            q.cost = steps.iter().map(|(s, _)| s.estimate_ns()).sum();
+            let waker = self.push(st, start, q);
+            Ok((waiter, waker))
+        })
+        .await
+        .map(wake_and_return)
     }
 
     /// Encodes a streaming execute unit for `stmt` (rows go to `sink` as they arrive), waiting
@@ -83,6 +150,7 @@ impl ConnShared {
         stmt: &Arc<Statement>,
         params: encode::Params<'_>,
         sink: &Arc<crate::driver::sinks::RowSink>,
+        framing: Framing<'_>,
     ) -> Result<bool, Error> {
         let r = self
             .with_room(self.mailbox_size, |st| {
@@ -91,10 +159,22 @@ impl ConnShared {
                 }
                 let start = st.committed;
                 st.buf.truncate(start);
-                encode::execute(&stmt.name, &stmt.sql, stmt.params(), params, &mut st.buf)?;
+                let (frame, wire) = framing.take();
+                let r = encode::execute_framed(
+                    &stmt.name,
+                    &stmt.sql,
+                    stmt.params(),
+                    params,
+                    wire,
+                    &mut st.buf,
+                );
+                if let Err(e) = r {
+                    framing.restore_begin(wire.before);
+                    return Err(e);
+                }
                 let kind = UnitKind::Stream(stmt.columns().clone());
                 let token = Token::Stream(sink.clone());
-                let waker = self.push_costed(st, start, token, kind, false, Some(stmt.clone()));
+                let waker = self.push_unit(st, start, token, kind, frame, Some(stmt.clone()));
                 Ok(Some(waker))
             })
             .await?;
@@ -115,17 +195,26 @@ impl ConnShared {
         sql: &str,
         kind: UnitKind,
         token: Token,
+        framing: Framing<'_>,
     ) -> Result<(), Error> {
         let mut token = Some(token);
         let waker = self
             .with_room(self.mailbox_size, |st| {
                 let start = st.committed;
                 st.buf.truncate(start);
-                encode::simple(sql, &mut st.buf)?;
+                let begin = framing.take_begin();
+                if let Err(e) = encode::simple_after(begin, sql, &mut st.buf) {
+                    framing.restore_begin(begin);
+                    return Err(e);
+                }
                 let token = token
                     .take()
                     .ok_or_else(|| Error::Protocol("COPY queued twice".into()))?;
-                Ok(self.push_locked(st, start, token, kind.clone(), false))
+                let frame = Frame {
+                    before: u8::from(begin.is_some()),
+                    after: 0,
+                };
+                Ok(self.push_unit(st, start, token, kind.clone(), frame, None))
             })
             .await?;
         if let Some(w) = waker {
@@ -173,19 +262,19 @@ impl ConnShared {
         &self,
         sql: &str,
         params: &[(&(dyn postgres_types::ToSql + Sync), Type)],
+        framing: Framing<'_>,
     ) -> Result<Arc<QueryWaiter>, Error> {
         self.with_room(self.mailbox_size, |st| {
             let start = st.committed;
             st.buf.truncate(start);
-            encode::typed(sql, params, &mut st.buf)?;
+            let (frame, wire) = framing.take();
+            if let Err(e) = encode::typed_framed(sql, params, wire, &mut st.buf) {
+                framing.restore_begin(wire.before);
+                return Err(e);
+            }
             let waiter = Arc::new(QueryWaiter::new());
-            let waker = self.push_locked(
-                st,
-                start,
-                Token::Query(waiter.clone()),
-                UnitKind::Typed,
-                false,
-            );
+            let token = Token::Query(waiter.clone());
+            let waker = self.push_unit(st, start, token, UnitKind::Typed, frame, None);
             Ok((waiter, waker))
         })
         .await
@@ -278,33 +367,38 @@ impl ConnShared {
         kind: UnitKind,
         closes: bool,
     ) -> Option<Waker> {
-        self.push_costed(st, start, token, kind, closes, None)
+        self.push(st, start, Queued::new(token, kind).closing(closes))
     }
 
-    /// [`ConnShared::push_locked`] for an execution of `stmt`: its estimate counts as pending work
-    /// on this connection until it completes (cost-aware routing reads the sum).
-    pub(super) fn push_costed(
+    /// [`ConnShared::push_locked`] for a unit with `frame` around an execution of `stmt`
+    /// (if any), whose estimate counts as pending work on this connection until it completes
+    /// (cost-aware routing reads the sum).
+    pub(super) fn push_unit(
         &self,
         st: &mut State,
         start: usize,
         token: Token,
         kind: UnitKind,
-        closes: bool,
+        frame: Frame,
         stmt: Option<Arc<Statement>>,
     ) -> Option<Waker> {
-        let len = st.buf.len() - start;
+        let mut q = Queued::new(token, kind);
+        q.frame = frame;
+        q.cost = stmt.as_ref().map_or(0, |s| s.estimate_ns());
+        q.stmt = stmt;
+        self.push(st, start, q)
+    }
+
+    /// Commits unit `q`, encoded at `buf[start..]`, to the mailbox (see
+    /// [`ConnShared::push_locked`]).
+    pub(super) fn push(&self, st: &mut State, start: usize, mut q: Queued) -> Option<Waker> {
+        q.len = st.buf.len() - start;
         st.committed = st.buf.len();
-        let cost = stmt.as_ref().map_or(0, |s| s.estimate_ns());
-        self.counters.est_pending_ns.fetch_add(cost, Relaxed);
-        st.queue.push_back(Queued {
-            len,
-            token,
-            kind,
-            closes,
-            cost,
-            stmt,
-        });
-        self.pushed.fetch_add(1, Relaxed);
+        self.counters.est_pending_ns.fetch_add(q.cost, Relaxed);
+        if !matches!(q.kind, UnitKind::Data) {
+            self.pushed.fetch_add(1, Relaxed);
+        }
+        st.queue.push_back(q);
         let q = self.counters.queued.fetch_add(1, Relaxed) + 1;
         self.counters.queued_peak.fetch_max(q, Relaxed);
         if st.wake_pending {
@@ -316,7 +410,7 @@ impl ConnShared {
     }
 }
 
-fn wake_and_return(r: (Arc<QueryWaiter>, Option<Waker>)) -> Arc<QueryWaiter> {
+fn wake_and_return<W>(r: (Arc<W>, Option<Waker>)) -> Arc<W> {
     if let Some(w) = r.1 {
         w.wake();
     }

@@ -20,7 +20,7 @@ use bytes::BytesMut;
 use event_listener::Event;
 
 pub(crate) use crate::proto::timing::{nanos, DEFAULT_COST_NS};
-use crate::proto::{StatementCache, UnitKind};
+use crate::proto::{Frame, StatementCache, UnitKind};
 use crate::row::Row;
 use crate::sched::{lock, DeferredWakes, Waiter};
 use crate::stats::Counters;
@@ -45,9 +45,13 @@ pub(crate) struct QueryResult {
 
 pub(crate) type QueryWaiter = Waiter<Result<QueryResult, Error>>;
 
+/// Each statement's result of an atomic batch, or the batch's error.
+pub(crate) type BatchWaiter = Waiter<Result<Vec<QueryResult>, Error>>;
+
 /// Who is waiting for a unit.
 pub(crate) enum Token {
     Query(Arc<QueryWaiter>),
+    Batch(Arc<BatchWaiter>),
     Prepare(Arc<Prepare>),
     Stream(Arc<crate::driver::sinks::RowSink>),
     CopyOut(Arc<crate::driver::sinks::Sink<bytes::Bytes>>),
@@ -60,11 +64,95 @@ pub(crate) struct Queued {
     pub(crate) len: usize,
     pub(crate) token: Token,
     pub(crate) kind: UnitKind,
+    /// Statements riding in the unit around its own (a transaction's BEGIN or COMMIT).
+    pub(crate) frame: Frame,
     pub(crate) closes: bool,
     /// The estimate this unit added to the connection's pending cost.
     pub(crate) cost: u64,
     /// The statement executed, whose estimate the completion updates.
     pub(crate) stmt: Option<Arc<Statement>>,
+}
+
+impl Queued {
+    /// A unit of `kind` for `token`: no frame, no statement closed, no estimate.
+    pub(crate) fn new(token: Token, kind: UnitKind) -> Queued {
+        Queued {
+            len: 0,
+            token,
+            kind,
+            frame: Frame::NONE,
+            closes: false,
+            cost: 0,
+            stmt: None,
+        }
+    }
+
+    fn closing(mut self, closes: bool) -> Queued {
+        self.closes = closes;
+        self
+    }
+}
+
+/// A transaction's BEGIN that has not gone out yet: the transaction's first unit takes it
+/// (under the mailbox lock, so no other unit of the transaction can get ahead of it).
+#[derive(Default)]
+pub(crate) struct PendingBegin {
+    pending: AtomicBool,
+}
+
+/// The statement that starts every transaction.
+pub(crate) const BEGIN: &str = "BEGIN";
+
+impl PendingBegin {
+    /// A transaction is asked for: the next unit carries its BEGIN.
+    pub(crate) fn arm(&self) {
+        self.pending.store(true, Relaxed);
+    }
+
+    /// Withdraws a BEGIN that never went out; `true` if there was one (nothing was sent, so
+    /// there is no transaction to end).
+    pub(crate) fn disarm(&self) -> bool {
+        self.pending.swap(false, Relaxed)
+    }
+}
+
+/// What a unit of an exclusive connection carries besides its own statement: the
+/// transaction's pending BEGIN, and a COMMIT after it.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Framing<'a> {
+    pub(crate) begin: Option<&'a PendingBegin>,
+    pub(crate) commit: bool,
+}
+
+impl<'a> Framing<'a> {
+    /// Nothing but the unit's own statement (the shared path).
+    pub(crate) const NONE: Framing<'static> = Framing {
+        begin: None,
+        commit: false,
+    };
+
+    /// Takes the pending BEGIN, if any (call under the mailbox lock).
+    pub(crate) fn take_begin(&self) -> Option<&'static str> {
+        self.begin.filter(|b| b.disarm()).map(|_| BEGIN)
+    }
+
+    /// Puts back a BEGIN taken for a unit that could not be encoded.
+    pub(crate) fn restore_begin(&self, taken: Option<&str>) {
+        if let (Some(b), Some(_)) = (self.begin, taken) {
+            b.arm();
+        }
+    }
+
+    /// Takes the pending BEGIN and returns the frame for the pipeline and for the encoder.
+    pub(crate) fn take(&self) -> (Frame, crate::proto::encode::Frame<'static>) {
+        let before = self.take_begin();
+        let after = self.commit.then_some("COMMIT");
+        let frame = Frame {
+            before: u8::from(before.is_some()),
+            after: u8::from(after.is_some()),
+        };
+        (frame, crate::proto::encode::Frame { before, after })
+    }
 }
 
 #[derive(Clone)]
@@ -104,6 +192,9 @@ pub(crate) struct State {
     pub(crate) space_waiters: VecDeque<Arc<SpaceWaiter>>,
     /// Slots granted to waiters that have not pushed their unit yet.
     pub(crate) reserved: usize,
+    /// An exclusive connection parked idle in its pool: its task retires it once it has been
+    /// unused for `idle_timeout`.
+    pub(crate) pooled: bool,
 }
 
 /// A NOTIFY delivered to a session that LISTENs.
@@ -147,10 +238,14 @@ pub(crate) struct ConnShared {
     pub(crate) tx_status: AtomicU8,
     /// An exclusive connection was released with work still running: cancel it, bounded.
     pub(crate) cancel_abandoned: AtomicBool,
-    /// Units ever queued here; each gets one ReadyForQuery (`counters.ready_received`).
+    /// Units ever queued here that the server answers with a ReadyForQuery (all but COPY
+    /// data): on an exclusive connection, where no unit shares a Sync, equal to
+    /// `counters.ready_received` once every one is answered.
     pushed: AtomicU64,
-    /// `pushed` just after the last ROLLBACK queued by [`ConnShared::submit_rollback_now`].
-    rollback_mark: AtomicU64,
+    /// An exclusive connection ran something that may have changed session state (see
+    /// `Client::note_statement`), or the server reported a changed parameter: its release
+    /// resets the session.
+    pub(crate) session_changed: AtomicBool,
     pub(crate) notifications: Mutex<Notifications>,
     pub(crate) mailbox_size: usize,
     /// A [`Role`]; set when an on-demand connection is opened.
@@ -165,6 +260,8 @@ pub(crate) struct ConnShared {
     /// On-demand slots: the client's gate of held fast units, released by this connection's
     /// completions.
     pub(crate) gate: Option<Arc<Gate>>,
+    /// Called when the task exits: the client's budget of connections has room again.
+    pub(crate) on_exit: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl ConnShared {
@@ -189,6 +286,7 @@ impl ConnShared {
                 status: Status::Dead("not connected yet".into()),
                 space_waiters: VecDeque::new(),
                 reserved: 0,
+                pooled: false,
             }),
             counters: Counters::default(),
             exited: Event::new(),
@@ -198,7 +296,7 @@ impl ConnShared {
             tx_status: AtomicU8::new(b'I'),
             cancel_abandoned: AtomicBool::new(false),
             pushed: AtomicU64::new(0),
-            rollback_mark: AtomicU64::new(u64::MAX),
+            session_changed: AtomicBool::new(false),
             notifications: Mutex::new(Notifications::default()),
             mailbox_size,
             role: AtomicU8::new(Role::Base as u8),
@@ -208,6 +306,7 @@ impl ConnShared {
             // pooler practically never meet the same one.
             nonce: fastrand::u64(..) & 0xffff_ffff_ffff,
             gate: None,
+            on_exit: std::sync::OnceLock::new(),
         }
     }
 
@@ -304,6 +403,30 @@ impl ConnShared {
     pub(crate) fn mark_exited(&self) {
         self.exited_flag.store(true, Release);
         self.exited.notify(usize::MAX);
+        if let Some(hook) = self.on_exit.get() {
+            hook();
+        }
+    }
+
+    /// Parks an exclusive connection idle in its pool; its task may now retire it.
+    pub(crate) fn pool_idle(&self) {
+        let waker = {
+            let mut st = lock(&self.state);
+            st.pooled = true;
+            st.task_waker.clone()
+        };
+        // The task arms its idle timer at its next tick.
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// Takes an idle exclusive connection from its pool for a holder; `false` if it retired
+    /// (or died) meanwhile. Under the connection's lock, as the task's retirement is.
+    pub(crate) fn unpool(&self) -> bool {
+        let mut st = lock(&self.state);
+        st.pooled = false;
+        matches!(st.status, Status::Open)
     }
 
     /// Stops accepting work; the task drains what was accepted, then closes.
@@ -351,18 +474,20 @@ impl ConnShared {
         wakes.wake_all();
     }
 
-    /// Whether this connection may be in a transaction once its queued units have run: the
-    /// last ReadyForQuery says so, or units are still outstanding whose outcome could open one
-    /// (a dropped future's unit) — unless the last unit queued is a ROLLBACK, which ends any.
-    /// Meant for the holder of an exclusive connection, the only one queueing units on it.
-    pub(crate) fn may_be_in_transaction(&self) -> bool {
+    /// Units queued here that the server answers with a ReadyForQuery, ever.
+    pub(crate) fn units_pushed(&self) -> u64 {
+        self.pushed.load(Relaxed)
+    }
+
+    /// The server's transaction status (`b'I'`, `b'T'`, `b'E'`) after every unit queued so
+    /// far, if each of them has been answered; `None` while some are outstanding. Meant for
+    /// the holder of an exclusive connection, the only one queueing units on it (no unit
+    /// there shares a Sync, so each has its own ReadyForQuery).
+    pub(crate) fn settled_tx_status(&self) -> Option<u8> {
         let pushed = self.pushed.load(Relaxed);
-        if self.rollback_mark.load(Relaxed) == pushed {
-            return false;
-        }
         // A count that includes the last ReadyForQuery implies its status (stored first).
         let ready = self.counters.ready_received.load(Acquire);
-        ready != pushed || self.tx_status.load(Relaxed) != b'I'
+        (ready == pushed).then(|| self.tx_status.load(Relaxed))
     }
 }
 

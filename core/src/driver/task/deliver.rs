@@ -14,8 +14,9 @@ use crate::driver::shared::{
     NOTIFICATION_BACKLOG,
 };
 use crate::proto::coalesce::SYNC;
+use crate::proto::pipeline::Verb;
 use crate::proto::timing::Estimator;
-use crate::proto::{Handler, Outcome, SessionInfo, UnitKind};
+use crate::proto::{Handler, Outcome, Part, SessionInfo, UnitKind};
 use crate::row::Column;
 use crate::sched::{lock, DeferredWakes};
 use crate::{DbError, Error, Reason};
@@ -39,6 +40,7 @@ pub(super) fn fail(
     sub_saturating(&c.est_pending_ns, cost);
     match token {
         Token::Query(w) => w.unblock(Err(lost(c, reason, dispatched)), wakes),
+        Token::Batch(w) => w.unblock(Err(lost(c, reason, dispatched)), wakes),
         Token::Prepare(p) => {
             let err = if dispatched {
                 PrepareError::Indeterminate(reason.clone())
@@ -73,8 +75,18 @@ fn lost(c: &crate::stats::Counters, reason: &Reason, dispatched: bool) -> Error 
 fn copy_end(outcome: Outcome) -> Result<u64, Error> {
     match outcome {
         Outcome::Rows { affected, .. } => Ok(affected),
-        Outcome::Failed(e) => Err(Error::from(e)),
-        Outcome::Prepared { .. } => Err(Error::Protocol("prepare result for a COPY".into())),
+        Outcome::Failed { error, part } => Err(unit_error(error, part)),
+        _ => Err(Error::Protocol("unexpected result for a COPY".into())),
+    }
+}
+
+/// The caller's error for a unit the server rejected, by the statement that failed: the
+/// transaction's BEGIN riding with it, its own, or the COMMIT after it.
+fn unit_error(error: Box<DbError>, part: Part) -> Error {
+    match part {
+        Part::Before => Error::BeginFailed(error),
+        Part::Own(_) => Error::Db(error),
+        Part::After => Error::CommitFailed(error),
     }
 }
 
@@ -112,7 +124,7 @@ impl Handler<Sent> for Completer<'_> {
         if sent.replay > 0 {
             self.replay.advance(sent.replay);
         }
-        if sent.joined && !matches!(outcome, Outcome::Failed(_)) {
+        if sent.joined && !matches!(outcome, Outcome::Failed { .. }) {
             // Completed at its CommandComplete; a failed one took its segment's ReadyForQuery.
             c.inc(&c.units_coalesced);
         }
@@ -130,7 +142,7 @@ impl Handler<Sent> for Completer<'_> {
             .stmt
             .as_ref()
             .map_or(DEFAULT_COST_NS, |s| s.estimate_ns());
-        let failed = matches!(outcome, Outcome::Failed(_));
+        let failed = matches!(outcome, Outcome::Failed { .. });
         if let Some(s) = &sent.stmt {
             s.set_failed(failed);
         }
@@ -152,29 +164,47 @@ impl Handler<Sent> for Completer<'_> {
                         affected,
                         verb,
                     }),
-                    Outcome::Failed(e) => Err(Error::from(e)),
-                    Outcome::Prepared { .. } => {
-                        Err(Error::Protocol("prepare result for a query unit".into()))
-                    }
+                    Outcome::Failed { error, part } => Err(unit_error(error, part)),
+                    _ => Err(Error::Protocol("unexpected result for a query unit".into())),
+                };
+                w.unblock(r, self.wakes);
+            }
+            Token::Batch(w) => {
+                let r = match outcome {
+                    Outcome::Batch(results) => Ok(results
+                        .into_iter()
+                        .map(|(rows, affected)| QueryResult {
+                            rows,
+                            affected,
+                            verb: Verb::default(),
+                        })
+                        .collect()),
+                    Outcome::Failed {
+                        error,
+                        part: Part::Own(index),
+                    } => Err(Error::BatchFailed {
+                        index,
+                        source: error,
+                    }),
+                    Outcome::Failed { error, part } => Err(unit_error(error, part)),
+                    _ => Err(Error::Protocol("unexpected result for a batch".into())),
                 };
                 w.unblock(r, self.wakes);
             }
             Token::Prepare(p) => {
                 let r = match outcome {
                     Outcome::Prepared { params, columns } => Ok((params, columns)),
-                    Outcome::Failed(e) => Err(PrepareError::Db(Arc::new(*e))),
-                    Outcome::Rows { .. } => {
-                        Ok((Vec::<Type>::new(), Arc::<[Column]>::from(Vec::new())))
-                    }
+                    Outcome::Failed { error, .. } => Err(PrepareError::Db(Arc::new(*error))),
+                    _ => Ok((Vec::<Type>::new(), Arc::<[Column]>::from(Vec::new()))),
                 };
                 self.shared.finish_prepare(&p, r, self.wakes);
             }
             Token::Stream(sink) => {
                 let end = match outcome {
                     Outcome::Rows { affected, .. } => Ok(affected),
-                    Outcome::Failed(e) => Err(Error::from(e)),
-                    Outcome::Prepared { .. } => Err(Error::Protocol(
-                        "prepare result for a streaming unit".into(),
+                    Outcome::Failed { error, part } => Err(unit_error(error, part)),
+                    _ => Err(Error::Protocol(
+                        "unexpected result for a streaming unit".into(),
                     )),
                 };
                 sink.finish(end, self.wakes);
@@ -274,6 +304,11 @@ impl Handler<Sent> for Completer<'_> {
         if ROLE_PARAMETERS.contains(&name) {
             self.role_changed |= changed;
             return;
+        }
+        // An exclusive connection's holder changed it (perhaps inside a function the guard
+        // cannot read): its release resets the session.
+        if changed && self.exclusive {
+            self.shared.session_changed.store(true, Relaxed);
         }
         // Backstop: on a shared connection nothing may change session parameters.
         if changed && !self.exclusive && self.leaked.is_none() {

@@ -276,8 +276,9 @@ impl<R: Runtime> ConnTask<R> {
         }
     }
 
-    /// Retires an on-demand connection that has had nothing to do for `idle_timeout`; arms a
-    /// timer for that moment otherwise. `true`: it stopped accepting work and should close.
+    /// Retires an on-demand connection (or an exclusive one parked in its pool) that has had
+    /// nothing to do for `idle_timeout`; arms a timer for that moment otherwise. `true`: it
+    /// stopped accepting work and should close.
     pub(super) fn retire_if_idle(&mut self, cx: &mut Context<'_>) -> bool {
         if !self.pipeline.is_empty() {
             self.idle_timer = None;
@@ -299,7 +300,10 @@ impl<R: Runtime> ConnTask<R> {
         self.idle_timer = None;
         let mut st = lock(&self.shared.state);
         // Under the lock, so no caller can slip a unit in between the check and the status.
-        let unused = st.queue.is_empty() && st.space_waiters.is_empty() && st.reserved == 0;
+        let unused = st.queue.is_empty()
+            && st.space_waiters.is_empty()
+            && st.reserved == 0
+            && (!self.exclusive || st.pooled);
         if !unused || !matches!(st.status, Status::Open) {
             return false;
         }

@@ -136,6 +136,8 @@ pub struct ConnTask<R: Runtime> {
     replay: BytesMut,
     /// Units skipped in the last drain and written again, to re-enter the FIFO.
     resent: Vec<(Sent, UnitKind)>,
+    /// An exclusive connection parked idle in its pool, as the last pump saw it.
+    pooled: bool,
 }
 
 impl<R: Runtime> ConnTask<R> {
@@ -180,6 +182,7 @@ impl<R: Runtime> ConnTask<R> {
             stale: None,
             replay: BytesMut::new(),
             resent: Vec::new(),
+            pooled: false,
         }
     }
 
@@ -235,7 +238,12 @@ impl<R: Runtime> ConnTask<R> {
         if let Err(reason) = self.check_health(cx) {
             return self.die(reason);
         }
-        if idle_closing || (self.on_demand() && self.retire_if_idle(cx)) {
+        // Exclusive connections retire only while parked idle in their pool.
+        let retirable = self.on_demand() || (self.exclusive && self.pooled);
+        if !retirable {
+            self.idle_timer = None;
+        }
+        if idle_closing || (retirable && self.retire_if_idle(cx)) {
             return self.close(cx);
         }
         // More to read (budget spent), or units left queued at the write high-water mark
@@ -483,13 +491,15 @@ impl<R: Runtime> ConnTask<R> {
                 | UnitKind::Simple
                 | UnitKind::CopyOut
                 | UnitKind::CopyIn
-                | UnitKind::Data => {}
+                | UnitKind::Data
+                | UnitKind::Batch(_)
+                | UnitKind::Status => {}
             }
             if q.closes {
                 c.inc(&c.closes_sent);
             }
             let sent_at = now.unwrap_or(self.est.last_done());
-            self.pipeline.push(
+            self.pipeline.push_framed(
                 Sent {
                     token: q.token,
                     start,
@@ -500,6 +510,7 @@ impl<R: Runtime> ConnTask<R> {
                     joined: false,
                 },
                 q.kind,
+                q.frame,
             );
         }
         if bytes > 0 {
@@ -510,6 +521,7 @@ impl<R: Runtime> ConnTask<R> {
             self.pumped += copied as u64;
         }
         self.queue_left = self.wbuf.len() + bytes >= WRITE_HIGH_WATER && !st.queue.is_empty();
+        self.pooled = st.pooled;
         let idle_closing = matches!(st.status, Status::Closing | Status::Retiring)
             && st.queue.is_empty()
             && self.pipeline.is_empty()

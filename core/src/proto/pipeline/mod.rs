@@ -46,6 +46,42 @@ pub enum UnitKind {
     /// Bytes that belong to the unit in flight (COPY data): written, never answered, so they
     /// never enter the FIFO.
     Data,
+    /// Several executions of prepared statements (their result columns, in order) before one
+    /// Sync: an atomic batch. The outcome is [`Outcome::Batch`], one result per statement.
+    Batch(Arc<[Arc<[Column]>]>),
+    /// A bare Sync: answered by a ReadyForQuery alone, which reports the transaction status
+    /// after every earlier unit.
+    Status,
+}
+
+/// How many statements ride in a unit before and after its own (see
+/// [`crate::proto::encode::Frame`]): their completions are not the unit's result, and an error
+/// in one of them is reported as theirs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Frame {
+    /// Statements before the unit's own (a transaction's BEGIN).
+    pub before: u8,
+    /// Statements after it (a COMMIT).
+    pub after: u8,
+}
+
+impl Frame {
+    /// The unit's own statements only.
+    pub const NONE: Frame = Frame {
+        before: 0,
+        after: 0,
+    };
+}
+
+/// Which statement of a unit an error came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// A statement of the unit's [`Frame`] before its own (a BEGIN): the unit's own did not run.
+    Before,
+    /// The unit's own statement; for a batch, the index of the one that failed.
+    Own(usize),
+    /// A statement of the frame after the unit's own (a COMMIT), which had succeeded.
+    After,
 }
 
 /// How a unit ended. Produced once per unit, at its ReadyForQuery.
@@ -67,8 +103,16 @@ pub enum Outcome {
         /// Result columns (empty for statements that return no rows).
         columns: Arc<[Column]>,
     },
+    /// The statements of a [`UnitKind::Batch`], in order: each one's rows and affected-row
+    /// count.
+    Batch(Vec<(Vec<Row>, u64)>),
     /// The server rejected the unit; nothing else on the connection is affected.
-    Failed(Box<DbError>),
+    Failed {
+        /// The server's error.
+        error: Box<DbError>,
+        /// Which of the unit's statements it came from.
+        part: Part,
+    },
 }
 
 /// The first word of a CommandComplete tag (`SELECT`, `INSERT`, `COMMIT`, `ROLLBACK`, ...),
@@ -131,7 +175,13 @@ pub trait Handler<T> {
             message: "skipped: an earlier statement sharing its Sync failed".into(),
             ..DbError::default()
         };
-        self.unit_done(token, Outcome::Failed(Box::new(e)));
+        self.unit_done(
+            token,
+            Outcome::Failed {
+                error: Box::new(e),
+                part: Part::Own(0),
+            },
+        );
     }
     /// A row of streaming unit `token`.
     fn stream_row(&mut self, _token: &T, _row: Row) {}
@@ -157,6 +207,13 @@ struct InFlight<T> {
     columns: Option<Arc<[Column]>>,
     /// Ends with its own Sync; `false`: its Sync was dropped and the next unit's ends it.
     synced: bool,
+    frame: Frame,
+    /// Statements of the unit completed so far (CommandComplete or EmptyQueryResponse).
+    step: u16,
+    /// `step` when the error arrived.
+    error_at: u16,
+    /// A batch's finished statements.
+    batch: Vec<(Vec<Row>, u64)>,
 }
 
 /// The FIFO of units sent and not yet answered by their ReadyForQuery.
@@ -189,8 +246,14 @@ impl<T> Pipeline<T> {
 
     /// Records that a unit's messages were written (in this order) to the server.
     pub fn push(&mut self, token: T, kind: UnitKind) {
+        self.push_framed(token, kind, Frame::NONE);
+    }
+
+    /// [`Pipeline::push`] for a unit that carries `frame`'s statements around its own.
+    pub fn push_framed(&mut self, token: T, kind: UnitKind, frame: Frame) {
         let columns = match &kind {
             UnitKind::Execute(c) | UnitKind::Stream(c) => Some(c.clone()),
+            UnitKind::Batch(shape) => shape.first().cloned(),
             _ => None,
         };
         self.fifo.push_back(InFlight {
@@ -203,6 +266,10 @@ impl<T> Pipeline<T> {
             params: Vec::new(),
             columns,
             synced: true,
+            frame,
+            step: 0,
+            error_at: 0,
+            batch: Vec::new(),
         });
     }
 
@@ -349,8 +416,15 @@ impl<T> Pipeline<T> {
                 }
                 b'C' => {
                     let head = self.head(tag)?;
-                    head.affected = affected_rows(&buf[5..total]);
-                    head.verb = Verb::from_tag(&buf[5..total]);
+                    let tag = &buf[5..total];
+                    head.verb = Verb::from_tag(tag);
+                    if head.frame == Frame::NONE && !matches!(head.kind, UnitKind::Batch(_)) {
+                        // The common unit: its own statement, nothing around it.
+                        head.affected = affected_rows(tag);
+                        head.step = head.step.saturating_add(1);
+                    } else {
+                        statement_done(head, affected_rows(tag));
+                    }
                     buf.advance(total);
                     if !head.synced {
                         done += self.complete_joined(handler);
@@ -359,6 +433,7 @@ impl<T> Pipeline<T> {
                 b'I' => {
                     let head = self.head(tag)?;
                     buf.advance(total);
+                    statement_done(head, 0);
                     if !head.synced {
                         done += self.complete_joined(handler);
                     }
@@ -383,12 +458,23 @@ impl<T> Pipeline<T> {
                             "ReadyForQuery before a statement's CommandComplete".into(),
                         ));
                     }
+                    let part = unit.part_failed();
                     let outcome = match (unit.error, unit.kind) {
-                        (Some(e), _) => Outcome::Failed(e),
+                        (Some(error), _) => Outcome::Failed { error, part },
                         (None, UnitKind::Prepare) => Outcome::Prepared {
                             params: unit.params,
                             columns: unit.columns.unwrap_or_else(no_columns),
                         },
+                        (None, UnitKind::Batch(shape)) => {
+                            if unit.batch.len() != shape.len() {
+                                return Err(ProtocolViolation(format!(
+                                    "a batch of {} statements ended after {}",
+                                    shape.len(),
+                                    unit.batch.len()
+                                )));
+                            }
+                            Outcome::Batch(unit.batch)
+                        }
                         (None, _) => Outcome::Rows {
                             rows: unit.rows,
                             affected: unit.affected,
@@ -421,6 +507,7 @@ impl<T> Pipeline<T> {
                             head.rows = Vec::new();
                             if head.error.is_none() {
                                 head.error = Some(Box::new(err));
+                                head.error_at = head.step;
                             }
                         }
                         None if err.is_fatal() => {}
@@ -537,6 +624,45 @@ fn stream_row<T>(
     Row::new(columns, body).ok_or_else(|| {
         ProtocolViolation("DataRow column count differs from its description".into())
     })
+}
+
+/// A statement of a framed, batch or simple unit completed (the plain one-statement unit is
+/// handled inline): the unit's own statement sets the affected-row count, a batch keeps each
+/// statement's rows and count, and the statements of its frame count only as steps.
+fn statement_done<T>(head: &mut InFlight<T>, affected: u64) {
+    let step = head.step;
+    head.step = step.saturating_add(1);
+    let Some(own) = step.checked_sub(u16::from(head.frame.before)) else {
+        return;
+    };
+    match &head.kind {
+        UnitKind::Batch(shape) => {
+            let rows = std::mem::take(&mut head.rows);
+            head.batch.push((rows, affected));
+            head.columns = shape.get(usize::from(own) + 1).cloned();
+        }
+        // Every statement of a simple query's text is its own; the last one's count stands.
+        UnitKind::Simple => head.affected = affected,
+        _ if own == 0 => head.affected = affected,
+        _ => {}
+    }
+}
+
+impl<T> InFlight<T> {
+    /// Which statement the unit's error came from (see [`Part`]).
+    fn part_failed(&self) -> Part {
+        let before = u16::from(self.frame.before);
+        let own = match &self.kind {
+            UnitKind::Batch(shape) => shape.len(),
+            UnitKind::Simple => usize::MAX,
+            _ => 1,
+        };
+        match self.error_at.checked_sub(before) {
+            None => Part::Before,
+            Some(i) if usize::from(i) < own => Part::Own(usize::from(i)),
+            Some(_) => Part::After,
+        }
+    }
 }
 
 /// A `Type` for a server OID. Built-in types map exactly; others (enums, domains, composites)
