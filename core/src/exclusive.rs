@@ -16,9 +16,16 @@
 //!   answered: `ROLLBACK` only if a transaction is open, and the session [`RESET`] only if the
 //!   holder ran something that could change session state ([`Handover`]). A connection whose
 //!   holder left units outstanding gets a bare Sync first, whose answer says the status.
+//! - **Handed on with the COMMIT.** A transaction whose last statement carries its COMMIT
+//!   releases the connection as soon as that unit is queued: the next transaction's first
+//!   unit follows it in the same pipeline instead of waiting a round trip for its answer.
+//!   That unit ends the transaction whatever happens (committed, or failed before the COMMIT
+//!   and left aborted); in the second case the next transaction's BEGIN fails before anything
+//!   of it ran, and it is sent again after a ROLLBACK (`session.rs`). A session, which has no
+//!   BEGIN to fail first, waits for the answer instead.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::sync::{Arc, Mutex};
 use std::task::Waker;
 use std::time::{Duration, Instant};
@@ -59,12 +66,23 @@ struct Holder {
     pushed_at: u64,
 }
 
+impl Holder {
+    /// Counts the units the holder sent.
+    fn done(&self, n: &ExclusiveCounters) {
+        let units = self.conn.units_pushed().saturating_sub(self.pushed_at);
+        n.units.fetch_add(units, Relaxed);
+    }
+}
+
 #[derive(Default)]
 struct PinnedState {
     /// Most recently released last.
     idle: Vec<Idle>,
-    /// Connections open or being opened, idle or held.
-    open: usize,
+    /// Slots granted to checkouts that are opening a connection (not yet registered).
+    opening: usize,
+    /// Every exclusive connection whose task has not ended: idle, held or closing (a closing
+    /// one still holds a server backend, so it still counts against the budget).
+    conns: Vec<Arc<ConnShared>>,
     holders: Vec<Holder>,
     /// Checkouts waiting, oldest first.
     queue: VecDeque<Arc<Ticket>>,
@@ -95,6 +113,8 @@ pub(crate) struct Handover {
     probe: bool,
     /// The holder may have changed session state: reset before reuse.
     changed: bool,
+    /// Handed on with the previous holder's last unit (its COMMIT) still unanswered.
+    early: bool,
 }
 
 impl Pinned {
@@ -129,7 +149,7 @@ impl Pinned {
     /// Whether the budget has room for one more lane or overflow connection (a hint: the
     /// decision is [`Pinned::admit_on_demand`]'s).
     pub(crate) fn on_demand_room(&self) -> bool {
-        let open = lock(&self.state).open;
+        let open = lock(&self.state).open();
         self.on_demand_open() + open.max(self.reserve) < self.budget
     }
 
@@ -138,7 +158,7 @@ impl Pinned {
     pub(crate) fn admit_on_demand<T>(&self, claim: impl FnOnce() -> Option<T>) -> Option<T> {
         let mut st = lock(&self.state);
         prune(&mut st);
-        if self.on_demand_open() + st.open.max(self.reserve) >= self.budget {
+        if self.on_demand_open() + st.open().max(self.reserve) >= self.budget {
             return None;
         }
         claim()
@@ -186,11 +206,10 @@ impl Pinned {
             if idle.conn.unpool() {
                 return Some(Grant::Conn(idle.conn, idle.handover));
             }
-            // It retired (or died) while idle.
-            st.open -= 1;
+            // It retired (or died) while idle; it counts until its task ends.
         }
-        if st.open < self.limit() {
-            st.open += 1;
+        if st.open() < self.limit() {
+            st.opening += 1;
             self.counters.inc(&self.counters.opened);
             return Some(Grant::Open);
         }
@@ -224,12 +243,19 @@ impl Pinned {
         wakes.wake_all();
     }
 
-    /// Gives back a reserved slot whose connection could not be used.
+    /// A checkout given a slot ([`Grant::Open`]) started `conn` in it.
+    pub(crate) fn register(&self, conn: &Arc<ConnShared>) {
+        let mut st = lock(&self.state);
+        st.opening -= 1;
+        st.conns.push(conn.clone());
+    }
+
+    /// A claimed connection could not be used (its reset or opening failed; it is closing,
+    /// and counts until its task ends): serve the queue meanwhile.
     pub(crate) fn forfeit(&self) {
         let mut wakes = DeferredWakes::default();
         {
             let mut st = lock(&self.state);
-            st.open -= 1;
             self.dispatch(&mut st, &mut wakes);
         }
         wakes.wake_all();
@@ -253,11 +279,11 @@ impl Pinned {
 
     /// The error for a checkout that waited `waited` (at `now`).
     pub(crate) fn timed_out(&self, waited: Duration, now: Instant) -> Error {
-        let st = lock(&self.state);
+        let mut st = lock(&self.state);
         let e = Error::CheckoutTimeout {
             waited,
             held: st.holders.len(),
-            open: st.open,
+            open: st.open(),
             limit: self.limit(),
             waiting: st.queue.len(),
             longest_held: st
@@ -277,15 +303,20 @@ impl Pinned {
         let mut wakes = DeferredWakes::default();
         {
             let mut st = lock(&self.state);
+            let mut since = 0;
             if let Some(i) = st.holders.iter().position(|h| h.id == id) {
                 let h = st.holders.swap_remove(i);
-                let units = conn.units_pushed().saturating_sub(h.pushed_at);
-                self.counters.units.fetch_add(units, Relaxed);
+                h.done(&self.counters);
+                since = h.pushed_at;
             }
-            // Statements still running belong to nobody now: the connection task cancels
-            // them, and closes the connection if they outlive the bound (`driver/cancel.rs`).
-            if conn.counters.in_flight.load(Relaxed) > 0 {
-                conn.cancel_abandoned.store(true, Relaxed);
+            // Statements of this holder still running belong to nobody now: the connection
+            // task cancels them (once the units queued before this holder got the connection,
+            // a previous holder's COMMIT, are answered), and closes the connection if they
+            // outlive the bound (`driver/cancel.rs`).
+            let answered = conn.units_pushed() - conn.units_unanswered();
+            if conn.units_pushed() > answered.max(since) {
+                conn.cancel_after.store(since, Relaxed);
+                conn.cancel_abandoned.store(true, Release);
             }
             let handover = if conn.is_open() && !st.closing {
                 released(conn, self.always_reset, &self.counters)
@@ -295,13 +326,42 @@ impl Pinned {
             match handover {
                 Some(handover) => self.give(&mut st, conn.clone(), handover, &mut wakes),
                 None => {
+                    // It counts until its task ends (`budget_freed`).
                     conn.begin_close();
-                    st.open -= 1;
                     self.dispatch(&mut st, &mut wakes);
                 }
             }
         }
         wakes.wake_all();
+    }
+
+    /// Releases a held connection whose holder just queued its transaction's last unit (with
+    /// the COMMIT) and has nothing else unanswered: the next holder may queue its own units
+    /// behind it at once (see the module docs). `false` (nothing done: the holder's drop
+    /// releases it as usual) if the session may have changed, other units are outstanding, or
+    /// the connection is going away.
+    pub(crate) fn release_with_commit(&self, id: u64, conn: &Arc<ConnShared>) -> bool {
+        let mut wakes = DeferredWakes::default();
+        {
+            let mut st = lock(&self.state);
+            let ready = conn.is_open()
+                && !st.closing
+                && !self.always_reset
+                && !conn.session_changed.load(Relaxed)
+                && conn.units_unanswered() == 1;
+            let Some(i) = st.holders.iter().position(|h| h.id == id).filter(|_| ready) else {
+                return false;
+            };
+            st.holders.swap_remove(i).done(&self.counters);
+            self.counters.inc(&self.counters.early_handovers);
+            let handover = Handover {
+                early: true,
+                ..Handover::default()
+            };
+            self.give(&mut st, conn.clone(), handover, &mut wakes);
+        }
+        wakes.wake_all();
+        true
     }
 
     /// A usable connection goes to the oldest waiter, or parks idle.
@@ -330,7 +390,6 @@ impl Pinned {
             let mut st = lock(&self.state);
             st.closing = true;
             let idle: Vec<_> = st.idle.drain(..).map(|i| i.conn).collect();
-            st.open -= idle.len();
             for t in st.queue.drain(..) {
                 t.unblock(Grant::Closed, &mut wakes);
             }
@@ -350,7 +409,6 @@ impl Pinned {
             let mut st = lock(&self.state);
             st.closing = true;
             let mut all: Vec<_> = st.idle.drain(..).map(|i| i.conn).collect();
-            st.open -= all.len();
             all.extend(st.holders.iter().map(|h| h.conn.clone()));
             for t in st.queue.drain(..) {
                 t.unblock(Grant::Closed, &mut wakes);
@@ -366,8 +424,7 @@ impl Pinned {
     /// Exclusive connections open (idle or held) and held.
     pub(crate) fn counts(&self) -> (usize, usize) {
         let mut st = lock(&self.state);
-        prune(&mut st);
-        (st.open, st.holders.len())
+        (st.open(), st.holders.len())
     }
 
     /// Checkouts waiting for an exclusive connection.
@@ -378,17 +435,23 @@ impl Pinned {
     /// The statistics of exclusive connections.
     pub(crate) fn stats(&self) -> crate::stats::ExclusiveStats {
         let mut st = lock(&self.state);
-        prune(&mut st);
+        let open = st.open();
         self.counters
-            .snapshot(st.open, st.holders.len(), st.queue.len())
+            .snapshot(open, st.holders.len(), st.queue.len())
     }
 }
 
 /// Forgets idle connections that retired or died while parked.
 fn prune(st: &mut PinnedState) {
-    let before = st.idle.len();
     st.idle.retain(|i| i.conn.is_open());
-    st.open -= before - st.idle.len();
+}
+
+impl PinnedState {
+    /// Exclusive connections open, opening or still closing (their tasks not ended).
+    fn open(&mut self) -> usize {
+        self.conns.retain(|c| !c.has_exited());
+        self.opening + self.conns.len()
+    }
 }
 
 /// A checkout's place in the queue. Dropped before its grant is taken (the caller gave up:
@@ -413,7 +476,7 @@ impl Drop for Place<'_> {
             match self.ticket.take() {
                 Some(Grant::Conn(conn, handover)) => p.give(&mut st, conn, handover, &mut wakes),
                 Some(Grant::Open) => {
-                    st.open -= 1;
+                    st.opening -= 1;
                     p.dispatch(&mut st, &mut wakes);
                 }
                 Some(Grant::Closed) | None => {}
@@ -435,6 +498,7 @@ fn released(conn: &ConnShared, always_reset: bool, n: &ExclusiveCounters) -> Opt
                 wait: vec![conn.submit_status_now().ok()?],
                 probe: true,
                 changed,
+                early: false,
             })
         }
     }
@@ -461,42 +525,53 @@ fn after_status(
     }
     Some(Handover {
         wait,
-        probe: false,
-        changed: false,
+        ..Handover::default()
     })
 }
 
-/// Completes a handover for its next holder; `false` if the connection must be replaced.
+/// Completes a handover for its next holder, a transaction (`for_tx`) or a session: `None`
+/// if the connection must be replaced, else whether the holder got it early (its first unit
+/// may find the previous holder's transaction failed, see the module docs).
 pub(crate) async fn finish_handover(
     conn: &ConnShared,
     mut h: Handover,
+    for_tx: bool,
     n: &ExclusiveCounters,
-) -> bool {
+) -> Option<bool> {
+    if h.early {
+        match conn.settled_tx_status() {
+            // Answered meanwhile: the status is known.
+            Some(status) => h = after_status(conn, status, h.changed, n)?,
+            None if for_tx => return Some(true),
+            None => {
+                n.inc(&n.status_probes);
+                h = Handover {
+                    wait: vec![conn.submit_status_now().ok()?],
+                    probe: true,
+                    ..h
+                };
+            }
+        }
+    }
     loop {
         let reset = !h.wait.is_empty() && !h.probe;
         for w in h.wait.drain(..) {
-            if futures_lite::future::poll_fn(|cx| w.poll_block(cx))
+            futures_lite::future::poll_fn(|cx| w.poll_block(cx))
                 .await
-                .is_err()
-            {
-                return false;
-            }
+                .ok()?;
         }
         if reset {
             // The reset's own parameter reports do not count as the next holder's changes.
             conn.session_changed.store(false, Relaxed);
         }
         if !h.probe {
-            return true;
+            return Some(false);
         }
         h = match conn.settled_tx_status() {
-            Some(status) => match after_status(conn, status, h.changed, n) {
-                Some(next) => next,
-                None => return false,
-            },
-            None => match conn.submit_status_now() {
-                Ok(w) => Handover { wait: vec![w], ..h },
-                Err(_) => return false,
+            Some(status) => after_status(conn, status, h.changed, n)?,
+            None => Handover {
+                wait: vec![conn.submit_status_now().ok()?],
+                ..h
             },
         };
     }
@@ -512,15 +587,41 @@ pub(crate) const RESET: &str =
     FOR s IN SELECT name FROM pg_catalog.pg_prepared_statements WHERE from_sql LOOP \
     EXECUTE format('DEALLOCATE %I', s); END LOOP; END $pgpipe_reset$";
 
-/// A checked-out exclusive connection; returned to the pool when dropped.
+/// A checked-out exclusive connection; returned to the pool when dropped (or, for a
+/// transaction, once its last unit is queued: [`Held::release_with_commit`]).
 pub(crate) struct Held {
     pub(crate) conn: Arc<ConnShared>,
     pub(crate) pinned: Arc<Pinned>,
     pub(crate) id: u64,
+    /// Handed on before the previous holder's last unit was answered.
+    pub(crate) early: bool,
+    released: std::sync::atomic::AtomicBool,
+}
+
+impl Held {
+    pub(crate) fn new(conn: Arc<ConnShared>, pinned: Arc<Pinned>, id: u64, early: bool) -> Held {
+        Held {
+            conn,
+            pinned,
+            id,
+            early,
+            released: Default::default(),
+        }
+    }
+
+    /// The holder queued its transaction's last unit: hand the connection on now if that is
+    /// safe (see [`Pinned::release_with_commit`]); nothing may be sent on it after this.
+    pub(crate) fn release_with_commit(&self) {
+        if !self.released.load(Relaxed) && self.pinned.release_with_commit(self.id, &self.conn) {
+            self.released.store(true, Relaxed);
+        }
+    }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.pinned.release(self.id, &self.conn);
+        if !self.released.load(Relaxed) {
+            self.pinned.release(self.id, &self.conn);
+        }
     }
 }

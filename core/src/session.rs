@@ -67,6 +67,7 @@ macro_rules! statements {
         ) -> Result<Vec<Row>, Error> {
             let x = self.x();
             x.prepare_for(sql).await?;
+            x.settle_early().await?;
             let deadline = x.client.deadline();
             Ok(x.client
                 .typed_on(&x.held.conn, sql, params, deadline, x.framing(false))
@@ -85,6 +86,7 @@ macro_rules! statements {
             let x = self.x();
             crate::proto::encode::check_input(sql, params.len())?;
             x.prepare_for(sql).await?;
+            x.settle_early().await?;
             let deadline = x.client.deadline();
             x.client
                 .stream_on(&x.held.conn, sql, params, deadline, x.framing(false))
@@ -97,6 +99,7 @@ macro_rules! statements {
             let x = self.x();
             crate::proto::encode::check_input(sql, 0)?;
             x.prepare_for(sql).await?;
+            x.settle_early().await?;
             x.client
                 .copy_in_on(&x.held.conn, sql, x.framing(false))
                 .await
@@ -107,6 +110,7 @@ macro_rules! statements {
             let x = self.x();
             crate::proto::encode::check_input(sql, 0)?;
             x.prepare_for(sql).await?;
+            x.settle_early().await?;
             x.client
                 .copy_out_on(&x.held.conn, sql, x.framing(false))
                 .await
@@ -127,14 +131,14 @@ impl<R: Adapter> Client<R> {
     /// session advisory locks). Waits, in arrival order, while every exclusive connection the
     /// client may open is held (`docs/TRANSACTIONS.md`).
     pub async fn session(&self) -> Result<Session<R>, Error> {
-        let held = self.checkout().await?;
+        let held = self.checkout(false).await?;
         Ok(Session::new(self.clone(), held))
     }
 
     /// Checks out an exclusive connection for a transaction. Nothing is sent yet: the
     /// transaction's `BEGIN` goes out with its first statement.
     pub async fn transaction(&self) -> Result<Transaction<R>, Error> {
-        let held = self.checkout().await?;
+        let held = self.checkout(true).await?;
         let x = Exclusive::new(self.clone(), held);
         x.begin.arm();
         Ok(Transaction { x })
@@ -150,23 +154,62 @@ struct Exclusive<R: Runtime> {
     /// A session's transaction was dropped while units of it were unanswered: whether it
     /// must be rolled back is decided from the server's status before the next statement.
     settle: AtomicBool,
+    /// The connection came with the previous holder's COMMIT still unanswered
+    /// (`exclusive.rs`): until the first unit of this holder is answered, its failing with
+    /// 25P02 means that transaction failed before its COMMIT, and the unit is sent again
+    /// after a ROLLBACK.
+    early: AtomicBool,
 }
 
 impl<R: Runtime> Exclusive<R> {
     fn new(client: Client<R>, held: Held) -> Self {
+        let early = AtomicBool::new(held.early);
         Exclusive {
             client,
             held,
             begin: PendingBegin::default(),
             settle: AtomicBool::new(false),
+            early,
         }
     }
 
-    /// What the next unit carries: the pending BEGIN, and a COMMIT after it if `commit`.
+    /// Whether `r`, the first unit's result since the connection came early, failed only
+    /// because the previous holder's transaction had failed; then that transaction is rolled
+    /// back (and this holder's BEGIN armed again) so the unit can be sent again. Any other
+    /// outcome ends the early state.
+    async fn failed_behind_previous<T>(&self, r: &Result<T, Error>) -> Result<bool, Error> {
+        if !self.early.swap(false, Relaxed) {
+            return Ok(false);
+        }
+        match r {
+            Err(e) if e.code() == Some(&crate::SqlState::IN_FAILED_SQL_TRANSACTION) => {
+                let begun = matches!(e, Error::BeginFailed(_));
+                self.end_dropped_transaction().await?;
+                if begun {
+                    self.begin.arm();
+                }
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Before a unit that is not sent again after a failure (streams, COPY, typed): a
+    /// connection that came early first waits for the previous holder's end.
+    async fn settle_early(&self) -> Result<(), Error> {
+        if self.early.swap(false, Relaxed) {
+            self.end_dropped_transaction().await?;
+        }
+        Ok(())
+    }
+
+    /// What the next unit carries: the pending BEGIN.
     fn framing(&self, commit: bool) -> Framing<'_> {
+        debug_assert!(!commit, "a COMMIT rides only in `run`");
         Framing {
             begin: Some(&self.begin),
             commit,
+            queued: None,
         }
     }
 
@@ -199,6 +242,8 @@ impl<R: Runtime> Exclusive<R> {
         }
     }
 
+    /// Runs a statement; with `commit`, the COMMIT rides in its unit, and the connection goes
+    /// to the next holder as soon as that unit is queued.
     async fn run(
         &self,
         sql: &str,
@@ -208,11 +253,28 @@ impl<R: Runtime> Exclusive<R> {
         let op = async {
             crate::proto::encode::check_input(sql, params.len())?;
             self.prepare_for(sql).await?;
-            let deadline = self.client.deadline();
-            let framing = self.framing(commit);
-            self.client
-                .run_on(&self.held.conn, sql, params, deadline, framing)
-                .await
+            let (held, early) = (&self.held, &self.early);
+            // Not while this unit may still have to be sent again (see `early`).
+            let release = move || {
+                if !early.load(Relaxed) {
+                    held.release_with_commit();
+                }
+            };
+            let framing = Framing {
+                begin: Some(&self.begin),
+                commit,
+                queued: commit.then_some(&release as &(dyn Fn() + Sync)),
+            };
+            loop {
+                let deadline = self.client.deadline();
+                let r = self
+                    .client
+                    .run_on(&self.held.conn, sql, params, deadline, framing)
+                    .await;
+                if !self.failed_behind_previous(&r).await? {
+                    return r;
+                }
+            }
         };
         self.client.observed(sql, op).await
     }
@@ -226,22 +288,38 @@ impl<R: Runtime> Exclusive<R> {
     /// A simple-protocol text of pgpipe's own (COMMIT, SAVEPOINT, ...), or the holder's once
     /// noted; a pending BEGIN leads it, in the same text.
     async fn control(&self, sql: &str) -> Result<QueryResult, Error> {
+        self.control_ending(sql, false).await
+    }
+
+    /// [`Exclusive::control`]; `ends`: the text ends the holder's transaction whatever
+    /// happens (COMMIT, ROLLBACK of a [`Transaction`]), so the connection goes to the next
+    /// holder as soon as it is queued.
+    async fn control_ending(&self, sql: &str, ends: bool) -> Result<QueryResult, Error> {
         let op = async {
-            let (w, begun) = self
-                .held
-                .conn
-                .submit_simple_framed(sql, self.framing(false))?;
-            let deadline: Option<Instant> = self.client.deadline();
-            match self.client.wait_for(deadline, &w).await {
-                // The server counts the position in the whole text, BEGIN included.
-                Err(Error::Db(mut e)) if begun => {
-                    let shift =
-                        crate::proto::encode::simple_prefix_chars(crate::driver::shared::BEGIN)
-                            as u32;
-                    e.position = e.position.map(|p| p.saturating_sub(shift));
-                    Err(Error::Db(e))
+            loop {
+                let (w, begun) = self
+                    .held
+                    .conn
+                    .submit_simple_framed(sql, self.framing(false))?;
+                // Not while this unit may still have to be sent again (see `early`).
+                if ends && !self.early.load(Relaxed) {
+                    self.held.release_with_commit();
                 }
-                r => r,
+                let deadline: Option<Instant> = self.client.deadline();
+                let r = match self.client.wait_for(deadline, &w).await {
+                    // The server counts the position in the whole text, BEGIN included.
+                    Err(Error::Db(mut e)) if begun => {
+                        let shift =
+                            crate::proto::encode::simple_prefix_chars(crate::driver::shared::BEGIN)
+                                as u32;
+                        e.position = e.position.map(|p| p.saturating_sub(shift));
+                        Err(Error::Db(e))
+                    }
+                    r => r,
+                };
+                if !self.failed_behind_previous(&r).await? {
+                    return r;
+                }
             }
         };
         self.client.observed(sql, op).await
@@ -352,7 +430,7 @@ impl<R: Runtime> Transaction<R> {
         if self.x.begin.disarm() {
             return Ok(());
         }
-        commit(&self.x).await
+        commit(&self.x, true).await
     }
 
     /// Runs a last statement and commits, in one round trip (the COMMIT travels in the
@@ -382,7 +460,7 @@ impl<R: Runtime> Transaction<R> {
         if self.x.begin.disarm() {
             return Ok(());
         }
-        self.x.control("ROLLBACK").await.map(|_| ())
+        self.x.control_ending("ROLLBACK", true).await.map(|_| ())
     }
 
     /// Opens a savepoint: a nested scope that can be rolled back on its own.
@@ -391,8 +469,9 @@ impl<R: Runtime> Transaction<R> {
     }
 }
 
-async fn commit<R: Runtime>(x: &Exclusive<R>) -> Result<(), Error> {
-    match committed(x.control("COMMIT").await) {
+/// COMMIT on `x`; `ends`: it ends the holder's hold too (a [`Transaction`]'s).
+async fn commit<R: Runtime>(x: &Exclusive<R>, ends: bool) -> Result<(), Error> {
+    match committed(x.control_ending("COMMIT", ends).await) {
         // The server refused the COMMIT itself.
         Err(Error::Db(e)) => Err(Error::CommitFailed(e)),
         r => r.map(|_| ()),
@@ -452,7 +531,7 @@ impl<'a, R: Runtime> Savepoint<'a, R> {
                 .await
                 .map(|_| ()),
             None if self.x.begin.disarm() => Ok(()),
-            None => commit(self.x).await,
+            None => commit(self.x, false).await,
         }
     }
 

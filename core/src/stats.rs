@@ -152,6 +152,8 @@ pub struct ExclusiveStats {
     pub resets: u64,
     /// Releases with units still unanswered, which asked the server's status first.
     pub status_probes: u64,
+    /// Transactions that handed their connection on with their COMMIT still unanswered.
+    pub early_handovers: u64,
 }
 
 /// Live counters behind [`ExclusiveStats`].
@@ -164,6 +166,7 @@ pub(crate) struct ExclusiveCounters {
     pub(crate) rollbacks: AtomicU64,
     pub(crate) resets: AtomicU64,
     pub(crate) status_probes: AtomicU64,
+    pub(crate) early_handovers: AtomicU64,
 }
 
 impl ExclusiveCounters {
@@ -184,6 +187,7 @@ impl ExclusiveCounters {
             rollbacks: self.rollbacks.load(Relaxed),
             resets: self.resets.load(Relaxed),
             status_probes: self.status_probes.load(Relaxed),
+            early_handovers: self.early_handovers.load(Relaxed),
         }
     }
 }

@@ -228,6 +228,8 @@ pub struct Report {
     pub coalesced: u64,
     /// Units the server skipped after an earlier unit of their Sync failed, sent again.
     pub resent: u64,
+    /// Transactions that handed their connection on with their COMMIT still unanswered.
+    pub early_handovers: u64,
     /// Atomic batches that committed, and that failed at one of their statements.
     pub batches_committed: usize,
     /// See `batches_committed`.

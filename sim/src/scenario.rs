@@ -213,8 +213,9 @@ struct Outcome {
     aborted: bool,
     /// The client, for diagnostics of a run that did not end.
     client: Option<Client<Sim>>,
-    /// Sync coalescing's counters after close: units that shared a Sync, units sent again.
-    coalescing: (u64, u64),
+    /// Sync coalescing's counters after close: units that shared a Sync, units sent again;
+    /// and the transactions that handed their connection on with their COMMIT.
+    coalescing: (u64, u64, u64),
 }
 
 /// Runs one seed and checks its properties; `Err` says which failed, with the seed.
@@ -262,7 +263,7 @@ fn run_plan(seed: u64, plan: &Plan) -> Result<Report, String> {
     // Break the executor's reference cycles (tasks hold handles to it).
     sim.clear();
     let out = std::mem::take(&mut *out.borrow_mut());
-    let (coalesced, resent) = out.coalescing;
+    let (coalesced, resent, early_handovers) = out.coalescing;
     out.end_checks.clone().unwrap_or(Ok(()))?;
     let db = db.borrow();
     if let Some(e) = &out.connect_error {
@@ -331,6 +332,7 @@ fn run_plan(seed: u64, plan: &Plan) -> Result<Report, String> {
         cancels: db.cancel_requests,
         coalesced,
         resent,
+        early_handovers,
         batches_committed: out
             .batches
             .iter()
@@ -522,9 +524,14 @@ async fn root(sim: Sim, plan: Plan, out: Rc<RefCell<Outcome>>) {
 /// Routing's limits while the client is open (`docs/ROUTING.md`): at most `pipeline_size`
 /// base connections, on-demand ones only up to `max_connections`, and no lane traffic when
 /// there is no room for a lane.
-fn coalescing(client: &Client<Sim>) -> (u64, u64) {
-    let t = client.stats().total;
-    (t.units_coalesced, t.units_resent)
+fn coalescing(client: &Client<Sim>) -> (u64, u64, u64) {
+    let s = client.stats();
+    let t = s.total;
+    (
+        t.units_coalesced,
+        t.units_resent,
+        s.exclusive.early_handovers,
+    )
 }
 
 fn open_stats(client: &Client<Sim>, cfg: &Config) -> Result<(), String> {

@@ -307,6 +307,11 @@ impl Conn {
             b'P' => {
                 let name = r.cstr();
                 let sql = r.cstr();
+                // As PostgreSQL: in a failed transaction only its end may be parsed or bound.
+                if self.status == b'E' && !matches!(sql.as_str(), "COMMIT" | "ROLLBACK") {
+                    self.error("ERROR", "25P02", "current transaction is aborted");
+                    return Ok(());
+                }
                 let stmt = match Kind::of(&sql) {
                     Some(k) => Some(Stmt::Query(k)),
                     None if CONTROL.contains(&sql.as_str()) => Some(Stmt::Control(sql.clone())),
@@ -344,6 +349,9 @@ impl Conn {
                 let results: Vec<u16> = (0..r.u16()).map(|_| r.u16()).collect();
                 let binary = results.first() == Some(&1);
                 match self.statements.get(&name) {
+                    Some(Stmt::Query(_)) if self.status == b'E' => {
+                        self.error("ERROR", "25P02", "current transaction is aborted");
+                    }
                     Some(Stmt::Query(k)) => {
                         self.portal = Some(Portal::Query(*k, param, binary));
                         self.msg(b'2', &[]);

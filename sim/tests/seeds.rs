@@ -43,6 +43,7 @@ fn seeds() {
                 sum.coalesced += r.coalesced;
                 sum.resent += r.resent;
                 sum.batches_committed += r.batches_committed;
+                sum.early_handovers += r.early_handovers;
                 sum.batches_failed += r.batches_failed;
             }
             Err(e) => {
@@ -54,7 +55,7 @@ fn seeds() {
     eprintln!(
         "{} seeds in {:?}: {} units, {} returned their value, {} lost with a connection, {} \
          dropped or timed out; {} connections, {} ended by a fault; {} transactions committed, {} cancel requests; \
-         {} units shared a Sync, {} skipped and sent again; {} batches committed, {} failed",
+         {} units shared a Sync, {} skipped and sent again; {} batches committed, {} failed; {} early handovers",
         seeds.len(),
         started.elapsed(),
         sum.units,
@@ -69,6 +70,7 @@ fn seeds() {
         sum.resent,
         sum.batches_committed,
         sum.batches_failed,
+        sum.early_handovers,
     );
     assert!(failures.is_empty(), "failing seeds: {failures:?}");
     // The scenario must keep reaching what it checks; a vacuous run would pass silently.
@@ -83,7 +85,8 @@ fn seeds() {
                 && s.coalesced > 0
                 && s.resent > 0
                 && s.batches_committed > 0
-                && s.batches_failed > 0,
+                && s.batches_failed > 0
+                && s.early_handovers > 0,
             "the seeds no longer reach every outcome: {s:?}"
         );
     }

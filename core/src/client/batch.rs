@@ -153,8 +153,8 @@ impl<'a, R: Runtime> Batch<'a, R> {
                 }
                 steps.push((stmt, params));
             }
-            let w = with_deadline(rt, deadline, conn.submit_batch(&steps)).await?;
-            match wait(rt, deadline, &w).await {
+            let unit = with_deadline(rt, deadline, conn.submit_batch(&steps)).await?;
+            match wait(rt, deadline, &unit.waiter).await {
                 Err(Error::BatchFailed { index, source })
                     if stale_retries < steps.len() && is_stale(&source) =>
                 {

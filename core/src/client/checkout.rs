@@ -17,20 +17,27 @@ impl<R: Adapter> Client<R> {
     /// An exclusive connection for the caller (see `Client::session`, in `session.rs`): an
     /// idle one once its handover is done, or a new one while the budget allows, in arrival
     /// order (`exclusive.rs`).
-    pub(crate) async fn checkout(&self) -> Result<Held, Error> {
+    pub(crate) async fn checkout(&self, for_tx: bool) -> Result<Held, Error> {
         let me = futures_lite::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
         let pinned = &self.inner.pinned;
         let started = self.inner.rt.now();
         loop {
+            let mut early = false;
             let conn = match self.acquire(&me, started).await? {
                 Grant::Conn(conn, handover) => {
                     let claim = Claim::new(pinned, &conn);
-                    if conn.is_open() && finish_handover(&conn, handover, &pinned.counters).await {
-                        claim.keep()
-                    } else {
+                    let done = match conn.is_open() {
+                        true => finish_handover(&conn, handover, for_tx, &pinned.counters).await,
+                        false => None,
+                    };
+                    match done {
+                        Some(e) => {
+                            early = e;
+                            claim.keep()
+                        }
                         // The previous holder's session could not be reset: replace it
                         // (dropping the claim closes it and frees its slot).
-                        continue;
+                        None => continue,
                     }
                 }
                 Grant::Open => {
@@ -42,6 +49,7 @@ impl<R: Adapter> Client<R> {
                         &self.inner.types,
                     );
                     self.on_exit_free_budget(&shared);
+                    pinned.register(&shared);
                     let claim = Claim::new(pinned, &shared);
                     // On failure the claim's drop frees the slot.
                     futures_lite::future::poll_fn(|cx| opened.poll_block(cx)).await?;
@@ -50,11 +58,7 @@ impl<R: Adapter> Client<R> {
                 Grant::Closed => return Err(Error::Closed),
             };
             let id = pinned.hold(conn.clone(), me.clone(), self.inner.rt.now());
-            return Ok(Held {
-                conn,
-                pinned: pinned.clone(),
-                id,
-            });
+            return Ok(Held::new(conn, pinned.clone(), id, early));
         }
     }
 }

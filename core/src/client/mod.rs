@@ -613,7 +613,10 @@ impl<R: Runtime> Client<R> {
         }
         let rt = &self.inner.rt;
         match with_deadline(rt, deadline, conn.submit_execute(stmt, params, framing)).await? {
-            Some(w) => wait(rt, deadline, &w).await.map(Some),
+            Some(w) => {
+                framing.was_queued();
+                wait(rt, deadline, &w).await.map(Some)
+            }
             None => Ok(None),
         }
     }

@@ -69,7 +69,6 @@ pub struct Frame<'a> {
 
 impl Frame<'_> {
     /// No statement besides the unit's own.
-    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
     pub const NONE: Frame<'static> = Frame {
         before: None,
         after: None,
@@ -99,21 +98,38 @@ pub fn execute_framed(
         });
     }
     let start = buf.len();
-    let r = (|| {
-        if let Some(before) = frame.before {
-            control(before, buf)?;
+    let r = match frame {
+        Frame::NONE => execution(statement, sql, types, params, buf),
+        _ => framed(frame, buf, |buf| {
+            execution(statement, sql, types, params, buf)
+        }),
+    };
+    match r {
+        Ok(()) => {
+            frontend::sync(buf);
+            Ok(())
         }
-        execution(statement, sql, types, params, buf)?;
-        if let Some(after) = frame.after {
-            control(after, buf)?;
+        Err(e) => {
+            buf.truncate(start);
+            Err(e)
         }
-        frontend::sync(buf);
-        Ok(())
-    })();
-    if r.is_err() {
-        buf.truncate(start);
     }
-    r
+}
+
+/// `body` between `frame`'s control statements (no Sync).
+fn framed(
+    frame: Frame<'_>,
+    buf: &mut BytesMut,
+    body: impl FnOnce(&mut BytesMut) -> Result<(), Error>,
+) -> Result<(), Error> {
+    if let Some(before) = frame.before {
+        control(before, buf)?;
+    }
+    body(buf)?;
+    if let Some(after) = frame.after {
+        control(after, buf)?;
+    }
+    Ok(())
 }
 
 /// One statement of an atomic batch: its prepared name (empty when statements are not kept by
@@ -155,6 +171,7 @@ pub fn status(buf: &mut BytesMut) {
 }
 
 /// `[Parse(unnamed)] Bind Execute` of one prepared statement, without a Sync.
+#[inline]
 fn execution(
     statement: &str,
     sql: &str,
@@ -199,25 +216,23 @@ pub fn typed_framed(
         });
     }
     let start = buf.len();
-    let r = (|| {
-        if let Some(before) = frame.before {
-            control(before, buf)?;
-        }
+    let r = framed(frame, buf, |buf| {
         frontend::parse("", sql, params.iter().map(|(_, t)| t.oid()), buf)
             .map_err(|e| Error::Protocol(format!("cannot encode parse: {e}")))?;
         bind_values("", params.len(), params.iter().map(|(v, t)| (*v, t)), buf)?;
         frontend::describe(b'P', "", buf).map_err(io_err)?;
-        frontend::execute("", 0, buf).map_err(io_err)?;
-        if let Some(after) = frame.after {
-            control(after, buf)?;
+        frontend::execute("", 0, buf).map_err(io_err)
+    });
+    match r {
+        Ok(()) => {
+            frontend::sync(buf);
+            Ok(())
         }
-        frontend::sync(buf);
-        Ok(())
-    })();
-    if r.is_err() {
-        buf.truncate(start);
+        Err(e) => {
+            buf.truncate(start);
+            Err(e)
+        }
     }
-    r
 }
 
 /// Simple-protocol unit: `Query(sql)`. The server runs every statement in the text and ends with

@@ -28,8 +28,25 @@ fn bouncer(mode: PoolMode) -> &'static PgBouncer {
 /// The last lines of the shared PgBouncer's log, for a failure's message.
 fn log_tail(mode: PoolMode) -> String {
     let log = std::fs::read_to_string(bouncer(mode).log_path()).unwrap_or_default();
-    let lines: Vec<&str> = log.lines().collect();
-    lines[lines.len().saturating_sub(30)..].join("\n")
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| !l.contains("login attempt") && !l.contains("new connection to server"))
+        .collect();
+    let pg = std::fs::read_to_string(shared().server_log().unwrap()).unwrap_or_default();
+    let pgl: Vec<&str> = pg
+        .lines()
+        .filter(|l| {
+            l.contains("FATAL")
+                || l.contains("terminat")
+                || l.contains("unexpected")
+                || l.contains("could not")
+        })
+        .collect();
+    format!(
+        "{}\nPG:\n{}",
+        lines[lines.len().saturating_sub(30)..].join("\n"),
+        pgl[pgl.len().saturating_sub(30)..].join("\n")
+    )
 }
 
 fn server_port() -> u16 {
@@ -48,6 +65,11 @@ async fn through<H: Harness>(mode: PoolMode, f: impl FnOnce(&mut Config)) -> Db<
         .expect("connect through pgbouncer")
 }
 
+/// The value, or a panic with the error and the logs of PgBouncer and the server.
+fn or_logs<T>(r: Result<T, pgpipe::Error>) -> T {
+    r.unwrap_or_else(|e| panic!("query: {e:?}\n{}", log_tail(PoolMode::Transaction)))
+}
+
 /// 1,000 tasks, 10 statements each over three texts, every answer checked.
 async fn thousand_tasks<H: Harness>(db: &Db<H>) {
     let mut tasks = Vec::new();
@@ -59,25 +81,25 @@ async fn thousand_tasks<H: Harness>(db: &Db<H>) {
                 match q % 3 {
                     0 => {
                         let row = db.query_one("SELECT $1::int4 + 1", &[&v]).await;
-                        assert_eq!(row.expect("query").get::<_, i32>(0), v + 1);
+                        assert_eq!(or_logs(row).get::<_, i32>(0), v + 1);
                     }
                     1 => {
                         let text = v.to_string();
-                        let row = db
-                            .query_one("SELECT length($1::text), $2::int4", &[&text, &v])
-                            .await
-                            .expect("query");
+                        let row = or_logs(
+                            db.query_one("SELECT length($1::text), $2::int4", &[&text, &v])
+                                .await,
+                        );
                         assert_eq!(row.get::<_, i32>(0) as usize, text.len());
                         assert_eq!(row.get::<_, i32>(1), v);
                     }
                     _ => {
-                        let rows = db
-                            .query(
+                        let rows = or_logs(
+                            db.query(
                                 "SELECT g FROM generate_series(1, $1::int4 % 5 + 1) g",
                                 &[&v],
                             )
-                            .await
-                            .expect("query");
+                            .await,
+                        );
                         assert_eq!(rows.len() as i32, v % 5 + 1);
                     }
                 }

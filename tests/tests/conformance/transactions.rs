@@ -479,3 +479,63 @@ pub async fn concurrent_batches_keep_the_total_among_shared_reads<H: Harness>() 
     assert!(db.stats().total.ready_accounts_for_every_unit());
     db.close().await;
 }
+
+/// A transaction hands its connection on as soon as its COMMIT is queued: the next
+/// transaction's first unit follows it in the pipeline. When the last statement failed
+/// instead (its COMMIT skipped, the transaction left aborted), the next transaction's BEGIN
+/// fails before anything of it ran and is sent again after a ROLLBACK; a session waits for
+/// the answer instead.
+pub async fn a_committing_transaction_hands_its_connection_on<H: Harness>() {
+    let t = format!("tx_handover_{}", H::name());
+    psql(&format!(
+        "DROP TABLE IF EXISTS {t}; CREATE TABLE {t} (id int PRIMARY KEY);"
+    ));
+    let db = client::<H>(|c| {
+        c.pinned_size = 1;
+        c.max_connections = c.pipeline_size;
+    })
+    .await;
+    let insert: Arc<str> = format!("INSERT INTO {t} VALUES ($1)").into();
+    let count: Arc<str> = format!("SELECT count(*)::int8 FROM {t}").into();
+    let waiting = |insert: Arc<str>, id: i32| {
+        let db = db.clone();
+        H::spawn(async move {
+            let tx = db.transaction().await.unwrap();
+            tx.execute(&insert, &[&id]).await.unwrap();
+            tx.commit().await.unwrap();
+        })
+    };
+    // A's last statement fails: nothing of A commits, B (queued behind it) commits.
+    let a = db.transaction().await.unwrap();
+    a.execute(&insert, &[&1i32]).await.unwrap();
+    let b = waiting(insert.clone(), 2);
+    wait_until::<H>(|| db.checkouts_waiting() == 1).await;
+    let e = a
+        .query_and_commit("SELECT 1 / $1::int4", &[&0i32])
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(&SqlState::DIVISION_BY_ZERO));
+    b.await;
+    let ids = db.query(&format!("SELECT id FROM {t}"), &[]).await.unwrap();
+    let ids: Vec<i32> = ids.iter().map(|r| r.get(0)).collect();
+    assert_eq!(ids, [2], "A rolled back, B committed");
+    let handed = db.stats().exclusive.early_handovers;
+    assert!(
+        handed >= 2,
+        "A's and B's COMMITs handed the connection on: {handed}"
+    );
+
+    // A commits with its last statement while a session waits: the session sees A's row.
+    let a = db.transaction().await.unwrap();
+    let session = {
+        let (db, count) = (db.clone(), count.clone());
+        H::spawn(async move {
+            let s = db.session().await.unwrap();
+            s.query_one(&count, &[]).await.unwrap().get::<_, i64>(0)
+        })
+    };
+    wait_until::<H>(|| db.checkouts_waiting() == 1).await;
+    a.execute_and_commit(&insert, &[&3i32]).await.unwrap();
+    assert_eq!(session.await, 2);
+    db.close().await;
+}

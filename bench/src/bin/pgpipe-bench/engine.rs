@@ -171,6 +171,16 @@ pub struct Measurement {
     pub runtime_heap_bytes: Option<f64>,
     /// Bulk workloads: what the rows add up to (COPY in: what the server holds afterwards).
     pub sums: Option<crate::bulk::Sums>,
+    /// Transactions: the fewest in-window transactions any task completed, against the median
+    /// task's (1.0 = every task served alike; None when the median is 0).
+    pub fairness: Option<f64>,
+    /// Transactions: the slowest-served task's and the median task's in-window counts.
+    pub slowest_task: Option<u64>,
+    pub median_task: Option<u64>,
+    /// Transactions: how many committed over the whole run (warm-up and drain included), and
+    /// how much the balances grew meanwhile (each adds 1): equal, or the run has an error.
+    pub committed: Option<u64>,
+    pub balance_growth: Option<i64>,
 }
 
 /// One database operation with its arguments.
@@ -188,6 +198,8 @@ pub enum Op {
     Sleep(f64),
     /// The slow op of the hol workload: `HOL_SLOW_SQL`.
     Slow,
+    /// A transaction: `UPDATE_SQL` adding 1 to this aid's balance, then `POINT_SQL` of it.
+    Tx(i32),
 }
 
 pub const POINT_SQL: &str = "SELECT abalance FROM pgpipe_bench_accounts WHERE aid = $1";
@@ -246,6 +258,7 @@ impl Workload {
                     Op::Point(rng.key(rows))
                 }
             }
+            Workload::Tx => Op::Tx(rng.key(rows)),
             // Their runs are `Load::Rows`, which `bulk.rs` drives without ops.
             Workload::CopyIn | Workload::CopyOut | Workload::Stream => {
                 unreachable!("bulk workloads move rows, not ops")
@@ -346,15 +359,17 @@ fn stopping() -> bool {
 }
 
 /// Records one finished op. `from` is its start (closed) or scheduled time (open); `slow`
-/// says which of the hol histograms it also goes to.
-fn record(from: Instant, end: Instant, slow: bool, result: Result<(), String>) {
+/// says which of the hol histograms it also goes to. Returns whether it succeeded within the
+/// measured window.
+fn record(from: Instant, end: Instant, slow: bool, result: Result<(), String>) -> bool {
     REC.with(|r| {
         r.finished.set(r.finished.get() + 1);
+        let ok = result.is_ok();
         if let Err(e) = result {
             r.errors.set(r.errors.get() + 1);
             r.first_error.borrow_mut().get_or_insert(e);
         }
-        let Some(t0) = r.t0.get() else { return };
+        let Some(t0) = r.t0.get() else { return false };
         let end_in_window = end >= t0 && r.t1.get().is_none_or(|t1| end < t1);
         if end_in_window {
             r.done.set(r.done.get() + 1);
@@ -371,7 +386,8 @@ fn record(from: Instant, end: Instant, slow: bool, result: Result<(), String>) {
                 h.borrow_mut().saturating_record(ns);
             }
         }
-    });
+        ok && end_in_window
+    })
 }
 
 struct Snapshot {
@@ -478,6 +494,11 @@ fn measurement(a: &Snapshot, b: &Snapshot, conns: i64, job: &Job) -> Measurement
             heap_at_start_bytes: None,
             runtime_heap_bytes: None,
             sums: None,
+            fairness: None,
+            slowest_task: None,
+            median_task: None,
+            committed: None,
+            balance_growth: None,
         }
     })
 }
@@ -618,10 +639,13 @@ async fn closed<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, tasks: usize) -> Mea
     let (wg, wg_wait) = wait_group();
     // Tasks still running: each one left after the drain limit has one op unfinished.
     let live = Rc::new(Cell::new(tasks as u64));
+    // Ops each task completed in the window (the fairness figure of transactions).
+    let served = Rc::new(RefCell::new(vec![0u64; tasks]));
+    let balances = (job.workload == Workload::Tx).then(|| balance_sum(job));
     for i in 0..tasks {
         let db = db.for_task(i);
         let wg = wg.clone();
-        let live = live.clone();
+        let (live, served) = (live.clone(), served.clone());
         let (workload, rows) = (job.workload, job.rows);
         rt.spawn(async move {
             let mut rng = Rng::new(i as u64 + 1);
@@ -629,7 +653,9 @@ async fn closed<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, tasks: usize) -> Mea
                 let op = workload.op(&mut rng, rows);
                 let start = Instant::now();
                 let r = db.op(op).await;
-                record(start, Instant::now(), op.is_slow(), r);
+                if record(start, Instant::now(), op.is_slow(), r) {
+                    served.borrow_mut()[i] += 1;
+                }
             }
             live.set(live.get() - 1);
             drop(wg);
@@ -669,7 +695,57 @@ async fn closed<D: Db, S: LocalRt>(db: D, rt: S, job: &Job, tasks: usize) -> Mea
         sampler.finish(),
     );
     check_transport(&mut m, job);
+    if let Some(before) = balances {
+        let committed = REC.with(|r| r.finished.get() - r.errors.get());
+        transactions_done(&mut m, &served.borrow(), committed, before, job);
+    }
     m
+}
+
+/// The sum of every balance, for the transactions' end check.
+pub fn balance_sum(job: &Job) -> Result<i64, String> {
+    let rows = job
+        .monitor
+        .query("SELECT coalesce(sum(abalance), 0)::int8 FROM pgpipe_bench_accounts")?;
+    rows.first()
+        .and_then(|r| r.trim().parse().ok())
+        .ok_or_else(|| format!("the sum of balances read as {rows:?}"))
+}
+
+/// A transactions run's end: the fairness of the window's per-task counts, and the balances
+/// checked against the transactions that committed (each adds 1 to one balance; an op that
+/// failed may or may not have committed).
+pub fn transactions_done(
+    m: &mut Measurement,
+    served: &[u64],
+    committed: u64,
+    before: Result<i64, String>,
+    job: &Job,
+) {
+    let mut counts = served.to_vec();
+    counts.sort_unstable();
+    if let (Some(&slowest), Some(&median)) = (counts.first(), counts.get(counts.len() / 2)) {
+        m.slowest_task = Some(slowest);
+        m.median_task = Some(median);
+        m.fairness = (median > 0).then(|| slowest as f64 / median as f64);
+    }
+    m.committed = Some(committed);
+    let growth = before.and_then(|b| Ok(balance_sum(job)? - b));
+    let failed = m.errors;
+    let wrong = match &growth {
+        Ok(g) => {
+            m.balance_growth = Some(*g);
+            let g = u64::try_from(*g).unwrap_or(u64::MAX);
+            (g < committed || g > committed + failed).then(|| {
+                format!("wrong answer: balances grew by {g}, but {committed} transactions committed ({failed} failed)")
+            })
+        }
+        Err(e) => Some(format!("the balances could not be checked: {e}")),
+    };
+    if let Some(w) = wrong {
+        m.errors += 1;
+        m.first_error.get_or_insert(w);
+    }
 }
 
 /// The arrival generator: a thread that wakes at each scheduled time (batching whatever is due)
@@ -896,8 +972,22 @@ impl LocalRt for GlommioLocal {
 // ---------------------------------------------------------------------------------------------
 // Candidates.
 
+/// A pgpipe client; transactions run as interactive `transaction()`s, or (`batch`, the
+/// candidate's `-batch`) as atomic batches on the shared path.
 #[derive(Clone)]
-struct PgpipeDb<R: pgpipe::rt::Runtime>(pgpipe::Client<R>);
+struct PgpipeDb<R: pgpipe::rt::Runtime> {
+    client: pgpipe::Client<R>,
+    batch: bool,
+}
+
+impl<R: pgpipe::rt::Runtime> PgpipeDb<R> {
+    fn new(client: &pgpipe::Client<R>, job: &Job) -> Self {
+        PgpipeDb {
+            client: client.clone(),
+            batch: job.cand.batch,
+        }
+    }
+}
 
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
@@ -905,7 +995,7 @@ fn err(e: impl std::fmt::Display) -> String {
 
 impl<R: pgpipe::Adapter> Db for PgpipeDb<R> {
     async fn op(&self, op: Op) -> Result<(), String> {
-        let c = &self.0;
+        let c = &self.client;
         match op {
             Op::Point(aid) => {
                 let row = c.query_one(POINT_SQL, &[&aid]).await.map_err(err)?;
@@ -930,12 +1020,29 @@ impl<R: pgpipe::Adapter> Db for PgpipeDb<R> {
                 c.query(SLEEP_SQL, &[&s]).await.map_err(err)?;
             }
             Op::Slow => check_rows(c.query(HOL_SLOW_SQL, &[]).await.map_err(err)?.len())?,
+            Op::Tx(aid) if self.batch => {
+                let r = c
+                    .batch()
+                    .add(UPDATE_SQL, &[&1i32, &aid])
+                    .add(POINT_SQL, &[&aid])
+                    .run()
+                    .await
+                    .map_err(err)?;
+                check_updated(r[0].affected())?;
+                check_rows(r[1].rows().len())?;
+            }
+            Op::Tx(aid) => {
+                let tx = c.transaction().await.map_err(err)?;
+                check_updated(tx.execute(UPDATE_SQL, &[&1i32, &aid]).await.map_err(err)?)?;
+                let rows = tx.query_and_commit(POINT_SQL, &[&aid]).await.map_err(err)?;
+                check_rows(rows.len())?;
+            }
         }
         Ok(())
     }
 
     fn fill(&self) -> Option<pgpipe::ConnStats> {
-        Some(self.0.stats().total)
+        Some(self.client.stats().total)
     }
 
     async fn bulk(
@@ -944,7 +1051,7 @@ impl<R: pgpipe::Adapter> Db for PgpipeDb<R> {
         rows: u64,
         marks: &crate::bulk::Marks,
     ) -> Result<crate::bulk::Sums, String> {
-        crate::bulk::pgpipe(&self.0, w, rows, marks).await
+        crate::bulk::pgpipe(&self.client, w, rows, marks).await
     }
 }
 
@@ -971,7 +1078,7 @@ fn check_rows(n: usize) -> Result<(), String> {
     if n == 1 {
         Ok(())
     } else {
-        Err(format!("{HOL_SLOW_SQL} returned {n} rows, expected 1"))
+        Err(format!("a statement returned {n} rows, expected 1"))
     }
 }
 
@@ -1090,9 +1197,13 @@ async fn tpg_typed_op(c: &tokio_postgres::Client, op: Op) -> Result<(), String> 
                 .map_err(err)?;
         }
         Op::Slow => check_rows(c.query_typed(HOL_SLOW_SQL, &[]).await.map_err(err)?.len())?,
+        Op::Tx(_) => return Err(NO_TX.into()),
     }
     Ok(())
 }
+
+/// Shared tokio-postgres connections cannot hold a caller's transaction.
+const NO_TX: &str = "tokio-postgres on shared connections does not run transactions";
 
 async fn tpg_op(
     c: &tokio_postgres::Client,
@@ -1123,6 +1234,7 @@ async fn tpg_op(
             c.query(sleep, &[&s]).await.map_err(err)?;
         }
         Op::Slow => check_rows(c.query(slow, &[]).await.map_err(err)?.len())?,
+        Op::Tx(_) => return Err(NO_TX.into()),
     }
     Ok(())
 }
@@ -1181,7 +1293,17 @@ struct DeadpoolDb(deadpool_postgres::Pool, bool);
 
 impl Db for DeadpoolDb {
     async fn op(&self, op: Op) -> Result<(), String> {
-        let c = self.0.get().await.map_err(err)?;
+        let mut c = self.0.get().await.map_err(err)?;
+        if let Op::Tx(aid) = op {
+            // BEGIN, the two statements (from the connection's statement cache), COMMIT: each
+            // waits for its answer, as with any classic pool.
+            let tx = c.transaction().await.map_err(err)?;
+            let update = tx.prepare_cached(UPDATE_SQL).await.map_err(err)?;
+            check_updated(tx.execute(&update, &[&1i32, &aid]).await.map_err(err)?)?;
+            let point = tx.prepare_cached(POINT_SQL).await.map_err(err)?;
+            check_rows(tx.query(&point, &[&aid]).await.map_err(err)?.len())?;
+            return tx.commit().await.map_err(err);
+        }
         if self.1 {
             return tpg_typed_op(&c, op).await;
         }
@@ -1189,7 +1311,7 @@ impl Db for DeadpoolDb {
             Op::Point(_) => POINT_SQL,
             Op::PointId(_) => POINT_ID_SQL,
             Op::Select1 => SELECT1_SQL,
-            Op::ReadWrite { .. } => UPDATE_SQL,
+            Op::ReadWrite { .. } | Op::Tx(_) => UPDATE_SQL,
             Op::Sleep(_) => SLEEP_SQL,
             Op::Slow => HOL_SLOW_SQL,
         };
@@ -1319,6 +1441,7 @@ fn run_thread(job: Job) -> Result<Measurement, String> {
             Kind::Pgpipe(Adapter::Glommio) => run_glommio(&job),
             Kind::TokioPostgres => run_tokio(&job, TokioClient::TokioPostgres),
             Kind::Deadpool => run_tokio(&job, TokioClient::Deadpool),
+            Kind::Pgbench => crate::pgbench::run(&job),
         })
         .map_err(err)?;
     match t.join() {
@@ -1353,7 +1476,7 @@ fn run_smol(job: &Job) -> Result<Measurement, String> {
         )
         .await
         .map_err(err)?;
-        let m = drive(PgpipeDb(client.clone()), rt.clone(), job).await;
+        let m = drive(PgpipeDb::new(&client, job), rt.clone(), job).await;
         close_within(&rt, &client).await;
         Ok(m)
     }))
@@ -1369,7 +1492,7 @@ fn run_glommio(job: &Job) -> Result<Measurement, String> {
         let client = pgpipe_glommio::connect_with(job.pgpipe_config())
             .await
             .map_err(err)?;
-        let m = drive(PgpipeDb(client.clone()), GlommioLocal, job).await;
+        let m = drive(PgpipeDb::new(&client, job), GlommioLocal, job).await;
         close_within(&GlommioLocal, &client).await;
         Ok(m)
     })
@@ -1397,7 +1520,7 @@ fn run_tokio(job: &Job, which: TokioClient) -> Result<Measurement, String> {
                 )
                 .await
                 .map_err(err)?;
-                let m = drive(PgpipeDb(client.clone()), TokioLocal, job).await;
+                let m = drive(PgpipeDb::new(&client, job), TokioLocal, job).await;
                 close_within(&TokioLocal, &client).await;
                 Ok(m)
             }

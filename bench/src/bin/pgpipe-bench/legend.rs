@@ -109,6 +109,22 @@ pub fn column(name: &str) -> Option<&'static str> {
              (connections, buffers, caches)."
         }
         "runtime heap MiB" => "heap live when the run's runtime was ready, before connecting.",
+        "tx/s" => {
+            "transactions committed per second of the measured window (each: BEGIN, an UPDATE \
+             and a SELECT of one account, COMMIT)."
+        }
+        "client CPU µs/tx" => {
+            "as client CPU µs/op, per transaction (pgbench: its own process's CPU)."
+        }
+        "machine CPU µs/tx" => "as machine CPU µs/op, per transaction.",
+        "fairness" => {
+            "transactions of the slowest-served task in the window against the median task's \
+             (1.00 = every task served alike; the lowest over the rounds). pgbench: per client."
+        }
+        "slowest/median" => {
+            "the in-window transactions of the slowest-served task and of the median task \
+             (last round)."
+        }
         _ => return None,
     })
 }
@@ -130,7 +146,7 @@ pub fn legend(scenarios: &[ScenarioResult], goals: bool) -> String {
         "**Setup names.** A candidate's name is its configuration: the library (and runtime), \
          its connections N, then options.\n"
     );
-    let libraries: [(Kind, &str); 5] = [
+    let libraries: [(Kind, &str); 6] = [
         (
             Kind::Pgpipe(Adapter::Smol),
             "`pgpipe-smol-N`: pgpipe on smol with N pipelined connections (`pipeline_size`); \
@@ -154,7 +170,14 @@ pub fn legend(scenarios: &[ScenarioResult], goals: bool) -> String {
         (
             Kind::Deadpool,
             "`deadpool-N`: deadpool-postgres, a classic pool of at most N connections, one \
-             query per checked-out connection at a time (`prepare_cached`).",
+             query per checked-out connection at a time (`prepare_cached`); a transaction \
+             holds its connection from BEGIN to COMMIT, each statement waiting for its answer.",
+        ),
+        (
+            Kind::Pgbench,
+            "`pgbench-N`: PostgreSQL's pgbench running the same transaction as a script, N \
+             clients on a connection each (`-M prepared`, 2 threads): the server's own rate \
+             with a classic client per connection.",
         ),
     ];
     for (kind, text) in libraries {
@@ -162,7 +185,7 @@ pub fn legend(scenarios: &[ScenarioResult], goals: bool) -> String {
             let _ = writeln!(t, "- {text}");
         }
     }
-    let options: [(Has, &str); 6] = [
+    let options: [(Has, &str); 7] = [
         (
             |c| c.max_in_flight.is_some(),
             "`-wM`: pgpipe's `max_in_flight` = M, the most queries in flight on one connection \
@@ -183,6 +206,14 @@ pub fn legend(scenarios: &[ScenarioResult], goals: bool) -> String {
             "`-nocoalesce`: pgpipe with `sync_coalescing` off (on by default: cheap read-only \
              queries share one Sync, up to 16 per Sync, so the server ends one transaction and \
              flushes once for all of them).",
+        ),
+        (
+            |c| c.batch,
+            "`-batch`: pgpipe runs each transaction as an atomic batch (`Client::batch`): \
+             both statements in one unit on a shared connection, one implicit transaction, \
+             one round trip, no exclusive connection. Without it, `transaction()`: an \
+             exclusive connection, BEGIN riding with the UPDATE and COMMIT with the SELECT \
+             (`query_and_commit`), two round trips.",
         ),
         (
             |c| c.tls,
@@ -331,6 +362,11 @@ fn workload_text(w: Workload) -> &'static str {
         Workload::CopyIn => "binary COPY FROM STDIN of generated (int8, text, float8) rows.",
         Workload::CopyOut => "binary COPY TO STDOUT of such rows, each decoded.",
         Workload::Stream => "the same rows as a streamed SELECT, each decoded.",
+        Workload::Tx => {
+            "a transaction per op: BEGIN; UPDATE of a random account's balance (+1); SELECT \
+             of that balance; COMMIT. After each run every balance is checked against the \
+             transactions committed (a mismatch counts as an error)."
+        }
     }
 }
 

@@ -19,6 +19,7 @@ mod bulk;
 mod engine;
 mod legend;
 mod monitor;
+mod pgbench;
 mod plan;
 mod pooler;
 mod procs;
@@ -263,6 +264,9 @@ fn settings(a: &Args) -> Settings {
         window: Duration::from_secs_f64(a.duration.unwrap_or(if q { 0.3 } else { 1.0 })),
         hol_warmup: Duration::from_secs_f64(a.hol_warmup.unwrap_or(if q { 0.3 } else { 1.0 })),
         hol_window: Duration::from_secs_f64(a.hol_duration.unwrap_or(if q { 1.0 } else { 5.0 })),
+        tx_warmup: Duration::from_secs_f64(if q { 0.3 } else { 1.0 }),
+        tx_window: Duration::from_secs_f64(if q { 0.5 } else { 3.0 }),
+        tx_delayed_window: Duration::from_secs_f64(if q { 0.5 } else { 8.0 }),
         tasks: a.tasks.unwrap_or(if q { 200 } else { 1000 }),
         rate: a.rate.unwrap_or(if q { 1000.0 } else { 10_000.0 }),
         rows: a.rows.unwrap_or(if q { 10_000 } else { 1_000_000 }),
@@ -304,9 +308,9 @@ fn build_plan(a: &Args, s: &Settings) -> Vec<Scenario> {
                     .map(|x| x.candidates)
                     .unwrap_or_default();
             } else if sc.workload.is_bulk() {
-                sc.candidates = c.iter().filter(|c| plan::runs_bulk(c)).cloned().collect();
+                sc.candidates = c.iter().filter(|c| sc.workload.runs(c)).cloned().collect();
             } else {
-                sc.candidates = c.clone();
+                sc.candidates = c.iter().filter(|c| sc.workload.runs(c)).cloned().collect();
             }
         }
     }
@@ -382,6 +386,20 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
         for sc in &mut plan {
             sc.candidates
                 .retain(|c| !matches!(c.kind, Kind::Pgpipe(plan::Adapter::Glommio)));
+        }
+        plan.retain(|s| !s.candidates.is_empty());
+    }
+    // pgbench comes with PostgreSQL's client programs; without it its candidates are left out.
+    let pgbench_wanted = plan
+        .iter()
+        .any(|s| s.candidates.iter().any(|c| c.kind == Kind::Pgbench));
+    if pgbench_wanted && pgbench::binary().is_none() {
+        eprintln!(
+            "pgpipe-bench: SKIPPING pgbench candidates: no pgbench beside the server's programs \
+             (Debian: apt-get install -y postgresql)"
+        );
+        for sc in &mut plan {
+            sc.candidates.retain(|c| c.kind != Kind::Pgbench);
         }
         plan.retain(|s| !s.candidates.is_empty());
     }
@@ -589,7 +607,7 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
                     sc.id(),
                     cand.name
                 ));
-                let (warmup, window) = settings.timing(sc.workload);
+                let (warmup, window) = settings.timing(sc.workload, sc.delay);
                 // Through PgBouncer and with many processes, server connections are every
                 // client backend but the monitor's (PgBouncer's carry other names).
                 let run_monitor = if via.is_some() || sc.procs > 1 {
@@ -1121,16 +1139,19 @@ mod tests {
         let a = args("--workloads hol --loads open,closed --hol-duration 2 --duration 0.5");
         let s = settings(&a);
         assert_eq!(
-            s.timing(Workload::Hol),
+            s.timing(Workload::Hol, Delay::Direct),
             (Duration::from_secs(1), Duration::from_secs(2))
         );
-        assert_eq!(s.timing(Workload::Point).1, Duration::from_millis(500));
+        assert_eq!(
+            s.timing(Workload::Point, Delay::Direct).1,
+            Duration::from_millis(500)
+        );
         let p = build_plan(&a, &s);
         let ids: Vec<String> = p.iter().map(|s| s.id()).collect();
         assert_eq!(ids, ["hol-open-10000-direct", "hol-closed-1000-direct"]);
         let d = settings(&args(""));
         assert_eq!(
-            d.timing(Workload::Hol),
+            d.timing(Workload::Hol, Delay::Direct),
             (Duration::from_secs(1), Duration::from_secs(5))
         );
         assert!(parse_args(&["--hol-duration".to_string(), "0".to_string()]).is_err());

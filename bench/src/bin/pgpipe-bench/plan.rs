@@ -19,6 +19,9 @@ pub enum Kind {
     Pgpipe(Adapter),
     TokioPostgres,
     Deadpool,
+    /// PostgreSQL's own `pgbench` running the transactions workload's script (`N` clients):
+    /// what the server does with the classic client of each connection.
+    Pgbench,
 }
 
 /// One client configuration. Its name is its spec: `pgpipe-smol-4`, `pgpipe-tokio-4-w256`
@@ -51,6 +54,9 @@ pub struct Candidate {
     pub no_fair: bool,
     /// pgpipe only (`-nocoalesce`): `Config::sync_coalescing` off (on by default).
     pub no_coalesce: bool,
+    /// pgpipe only (`-batch`): the transactions workload runs as an atomic batch on the
+    /// shared path (`Client::batch`) instead of an interactive `transaction()`.
+    pub batch: bool,
     /// 1, or the copy number of an A/A duplicate.
     pub copy: u32,
 }
@@ -62,8 +68,8 @@ impl Candidate {
     pub fn parse(spec: &str) -> Result<Candidate, String> {
         let bad = || {
             format!(
-                "bad candidate {spec:?}: expected pgpipe-{{smol,tokio,glommio}}-N[-wM][-mK][-nofair][-nocoalesce][-tls], \
-                 tokio-postgres-N[-tls] or deadpool-N[-tls], optionally followed by #K"
+                "bad candidate {spec:?}: expected pgpipe-{{smol,tokio,glommio}}-N[-wM][-mK][-nofair][-nocoalesce][-batch][-tls], \
+                 tokio-postgres-N[-tls], deadpool-N[-tls] or pgbench-N, optionally followed by #K"
             )
         };
         let (base, copy) = match spec.split_once('#') {
@@ -80,6 +86,8 @@ impl Candidate {
             (Kind::TokioPostgres, r)
         } else if let Some(r) = base.strip_prefix("deadpool-") {
             (Kind::Deadpool, r)
+        } else if let Some(r) = base.strip_prefix("pgbench-") {
+            (Kind::Pgbench, r)
         } else {
             return Err(bad());
         };
@@ -91,8 +99,11 @@ impl Candidate {
             .and_then(|n| n.parse::<usize>().ok())
             .ok_or_else(bad)?;
         let (mut window, mut max_conns, mut tls, mut no_fair) = (None, None, false, false);
-        let mut no_coalesce = false;
+        let (mut no_coalesce, mut batch) = (false, false);
         for opt in parts {
+            if kind == Kind::Pgbench {
+                return Err(bad());
+            }
             if opt == "tls" {
                 if tls {
                     return Err(bad());
@@ -117,6 +128,13 @@ impl Candidate {
                 no_coalesce = true;
                 continue;
             }
+            if opt == "batch" {
+                if batch {
+                    return Err(bad());
+                }
+                batch = true;
+                continue;
+            }
             let slot = match opt.as_bytes().first() {
                 Some(b'w') => &mut window,
                 Some(b'm') => &mut max_conns,
@@ -139,6 +157,7 @@ impl Candidate {
             tls,
             no_fair,
             no_coalesce,
+            batch,
             copy,
         })
     }
@@ -158,6 +177,9 @@ impl Candidate {
         }
         if self.no_coalesce {
             s.push_str("-nocoalesce");
+        }
+        if self.batch {
+            s.push_str("-batch");
         }
         if self.tls {
             s.push_str("-tls");
@@ -181,6 +203,7 @@ impl Candidate {
             Kind::Pgpipe(Adapter::Glommio) => "pgpipe-glommio",
             Kind::TokioPostgres => "tokio-postgres",
             Kind::Deadpool => "deadpool",
+            Kind::Pgbench => "pgbench",
         }
     }
 
@@ -225,6 +248,10 @@ pub enum Workload {
     CopyOut,
     /// The same rows as a streamed `SELECT` on an exclusive connection, every row decoded.
     Stream,
+    /// A transaction per op: `BEGIN; UPDATE ... SET abalance = abalance + 1 WHERE aid = $1;
+    /// SELECT abalance ... WHERE aid = $1; COMMIT`, random aid; every balance checked at the
+    /// end against the transactions committed.
+    Tx,
 }
 
 impl Workload {
@@ -240,8 +267,9 @@ impl Workload {
             "copy-in" => Ok(Workload::CopyIn),
             "copy-out" => Ok(Workload::CopyOut),
             "stream" => Ok(Workload::Stream),
+            "tx" => Ok(Workload::Tx),
             _ => Err(format!(
-                "unknown workload {s:?} (point, point-id, select1, rw, ceiling, hol, copy-in, copy-out, stream)"
+                "unknown workload {s:?} (point, point-id, select1, rw, ceiling, hol, copy-in, copy-out, stream, tx)"
             )),
         }
     }
@@ -257,6 +285,7 @@ impl Workload {
             Workload::CopyIn => "copy-in",
             Workload::CopyOut => "copy-out",
             Workload::Stream => "stream",
+            Workload::Tx => "tx",
         }
     }
     /// The bulk workloads (COPY and streaming): one run moves a fixed number of rows
@@ -267,12 +296,24 @@ impl Workload {
             Workload::CopyIn | Workload::CopyOut | Workload::Stream
         )
     }
-    /// Statements per op.
+    /// Statements per op (a transaction's BEGIN and COMMIT not counted).
     pub fn statements(self) -> u32 {
-        if self == Workload::ReadWrite {
+        if matches!(self, Workload::ReadWrite | Workload::Tx) {
             2
         } else {
             1
+        }
+    }
+
+    /// Whether candidate `c` runs this workload: the bulk ones need a client of their own
+    /// connection (not deadpool), transactions need one that can hold a transaction
+    /// (not the shared tokio-postgres connections), pgbench runs only transactions, and
+    /// `-batch` means something only for them.
+    pub fn runs(self, c: &Candidate) -> bool {
+        match self {
+            w if w.is_bulk() => c.kind != Kind::Deadpool && c.kind != Kind::Pgbench,
+            Workload::Tx => c.kind != Kind::TokioPostgres,
+            _ => c.kind != Kind::Pgbench && !c.batch,
         }
     }
 }
@@ -400,6 +441,7 @@ impl Scenario {
             || (sel == "copy" && self.workload.is_bulk())
             || (sel == "pgbouncer" && (self.via == Via::PgBouncer || self.procs > 1))
             || (sel == "procs" && self.procs > 1)
+            || (sel == "transactions" && self.workload == Workload::Tx)
     }
 }
 
@@ -468,6 +510,12 @@ pub struct Settings {
     pub hol_warmup: Duration,
     /// Measured window of hol runs: longer, because p99.99 of the fast queries needs samples.
     pub hol_window: Duration,
+    /// Warm-up of transaction runs (every task's first checkout queues).
+    pub tx_warmup: Duration,
+    /// Measured window of transaction runs directly, and through the delay proxy: long enough
+    /// that every one of 1,000 tasks completes several transactions (the fairness figure).
+    pub tx_window: Duration,
+    pub tx_delayed_window: Duration,
     /// Closed-loop concurrency.
     pub tasks: usize,
     /// Open-loop arrivals per second.
@@ -490,6 +538,9 @@ impl Settings {
             window: Duration::ZERO,
             hol_warmup: Duration::ZERO,
             hol_window: Duration::ZERO,
+            tx_warmup: Duration::ZERO,
+            tx_window: Duration::ZERO,
+            tx_delayed_window: Duration::ZERO,
             tasks: 1000,
             rate: 100.0,
             rows: 10,
@@ -500,12 +551,13 @@ impl Settings {
 }
 
 impl Settings {
-    /// Warm-up and measured window of a run of `w`.
-    pub fn timing(&self, w: Workload) -> (Duration, Duration) {
-        if w == Workload::Hol {
-            (self.hol_warmup, self.hol_window)
-        } else {
-            (self.warmup, self.window)
+    /// Warm-up and measured window of a run of `w` at `delay`.
+    pub fn timing(&self, w: Workload, delay: Delay) -> (Duration, Duration) {
+        match (w, delay) {
+            (Workload::Hol, _) => (self.hol_warmup, self.hol_window),
+            (Workload::Tx, Delay::Direct) => (self.tx_warmup, self.tx_window),
+            (Workload::Tx, Delay::Proxy(_)) => (self.tx_warmup, self.tx_delayed_window),
+            _ => (self.warmup, self.window),
         }
     }
 }
@@ -603,10 +655,26 @@ pub const PROCS_PGBOUNCER_CANDIDATES: [&str; 5] = [
 /// `--quick`'s many-process scenario (2 processes through PgBouncer).
 pub const PROCS_QUICK_CANDIDATES: [&str; 2] = ["pgpipe-tokio-2", "deadpool-8"];
 
-/// Whether a candidate kind runs the bulk workloads (deadpool is tokio-postgres underneath).
-pub fn runs_bulk(c: &Candidate) -> bool {
-    c.kind != Kind::Deadpool
-}
+/// The candidates of the transaction scenarios (1,000 tasks, a transaction per op): pgpipe's
+/// interactive transactions and its atomic batch on 4 pipelined connections (elastic as by
+/// default), deadpool at 16 and 32, pgbench with the same script (the server's own rate with
+/// a classic client per connection), and the A/A duplicate.
+pub const TX_CANDIDATES: [&str; 6] = [
+    "pgpipe-tokio-4",
+    "pgpipe-tokio-4-batch",
+    "deadpool-16",
+    "deadpool-32",
+    "pgbench-16",
+    "pgpipe-tokio-4#2",
+];
+
+/// `--quick`'s transaction scenario: each kind once.
+pub const TX_QUICK_CANDIDATES: [&str; 4] = [
+    "pgpipe-tokio-2",
+    "pgpipe-tokio-2-batch",
+    "deadpool-8",
+    "pgbench-4",
+];
 
 /// The bulk scenarios: COPY in, COPY out, streamed read, direct, `copy_rows` rows each.
 fn copy_scenarios(s: &Settings) -> Vec<Scenario> {
@@ -687,6 +755,12 @@ pub fn default_plan(s: &Settings, quick: bool) -> Vec<Scenario> {
                 2,
                 &PROCS_QUICK_CANDIDATES,
             ),
+            sc(
+                Workload::Tx,
+                closed,
+                Delay::Direct,
+                cands(&TX_QUICK_CANDIDATES),
+            ),
         ];
         plan.extend(copy_scenarios(s));
         return plan;
@@ -760,6 +834,8 @@ pub fn default_plan(s: &Settings, quick: bool) -> Vec<Scenario> {
         ),
         sc(Workload::Hol, closed, Delay::Direct, cands(&HOL_CANDIDATES)),
         ceiling(&CEILING_FAMILIES, &CEILING_SIZES),
+        sc(Workload::Tx, closed, Delay::Direct, cands(&TX_CANDIDATES)),
+        sc(Workload::Tx, closed, ms(5), cands(&TX_CANDIDATES)),
     ];
     plan.extend(copy_scenarios(s));
     plan.extend([
@@ -810,11 +886,8 @@ pub fn custom_plan(
             continue;
         }
         if w.is_bulk() {
-            let candidates: Vec<Candidate> = candidates
-                .iter()
-                .filter(|c| runs_bulk(c))
-                .cloned()
-                .collect();
+            let candidates: Vec<Candidate> =
+                candidates.iter().filter(|c| w.runs(c)).cloned().collect();
             for &delay in delays {
                 out.push(Scenario {
                     tag: None,
@@ -837,7 +910,7 @@ pub fn custom_plan(
                     delay,
                     via: Via::Server,
                     procs: 1,
-                    candidates: candidates.to_vec(),
+                    candidates: candidates.iter().filter(|c| w.runs(c)).cloned().collect(),
                 });
             }
         }

@@ -45,7 +45,7 @@ const PRIOR: Duration = Duration::from_secs(20);
 /// How long one run of `cand` in `sc` is planned to take, everything around its window
 /// included.
 pub fn planned_run(s: &Settings, sc: &Scenario, cand: &Candidate) -> Duration {
-    let (warmup, window) = s.timing(sc.workload);
+    let (warmup, window) = s.timing(sc.workload, sc.delay);
     let mut d = RUN_OVERHEAD;
     d += match sc.load {
         Load::Closed { .. } | Load::Open { .. } if sc.procs > 1 => {
@@ -181,6 +181,9 @@ mod tests {
             window: ms(if quick { 300 } else { 1000 }),
             hol_warmup: ms(if quick { 300 } else { 1000 }),
             hol_window: ms(if quick { 1000 } else { 5000 }),
+            tx_warmup: ms(if quick { 300 } else { 1000 }),
+            tx_window: ms(if quick { 500 } else { 3000 }),
+            tx_delayed_window: ms(if quick { 500 } else { 8000 }),
             tasks: if quick { 200 } else { 1000 },
             rate: if quick { 1000.0 } else { 10_000.0 },
             rows: 10,

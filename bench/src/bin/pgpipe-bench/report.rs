@@ -9,6 +9,8 @@ use serde::Serialize;
 use crate::engine::Measurement;
 use crate::plan::{Candidate, Delay, Kind, Load, Scenario, Settings, Via, Workload};
 
+mod tx;
+
 /// Median and range of one figure over the rounds.
 #[derive(Debug, Clone, Copy, Serialize, Default)]
 pub struct Figure {
@@ -105,6 +107,12 @@ pub struct Summary {
     pub heap_at_start_bytes: Option<Figure>,
     /// Bulk workloads: the runtime's heap before the client connected.
     pub runtime_heap_bytes: Option<Figure>,
+    /// Transactions: the slowest-served task's share of the median task's (see
+    /// `Measurement::fairness`); its `min` is the worst round.
+    pub fairness: Option<Figure>,
+    /// Transactions: the slowest-served and the median task's in-window counts.
+    pub slowest_task: Option<Figure>,
+    pub median_task: Option<Figure>,
 }
 
 impl Summary {
@@ -151,6 +159,9 @@ impl Summary {
             peak_heap_bytes: o(|m| m.peak_heap_bytes),
             heap_at_start_bytes: o(|m| m.heap_at_start_bytes),
             runtime_heap_bytes: o(|m| m.runtime_heap_bytes),
+            fairness: o(|m| m.fairness),
+            slowest_task: o(|m| m.slowest_task.map(|n| n as f64)),
+            median_task: o(|m| m.median_task.map(|n| n as f64)),
         }
     }
 }
@@ -207,6 +218,9 @@ pub struct ScenarioResult {
     pub tls: Option<TlsReport>,
     /// Bulk workloads: pgpipe against tokio-postgres, the memory goal, the rows' sums.
     pub bulk: Option<BulkReport>,
+    /// Transactions: pgpipe's interactive transactions and batches against deadpool and
+    /// pgbench (see `report/tx.rs`).
+    pub tx_goals: Vec<Goal>,
     #[serde(skip)]
     pub delay_kind: Delay,
 }
@@ -231,8 +245,12 @@ impl ScenarioResult {
                 return None;
             }
             // The same configuration as copy 1, however its options were ordered.
-            let config =
-                |c: &Candidate| (c.kind, c.conns, c.max_in_flight, c.max_connections, c.tls);
+            let config = |c: &Candidate| {
+                (
+                    (c.kind, c.conns, c.max_in_flight, c.max_connections),
+                    (c.tls, c.no_fair, c.no_coalesce, c.batch),
+                )
+            };
             let a = candidates.iter().find(|a| {
                 a.candidate.copy == 1
                     && !a.runs.is_empty()
@@ -278,6 +296,7 @@ impl ScenarioResult {
             pooler_goals: Vec::new(),
             tls: None,
             bulk: None,
+            tx_goals: Vec::new(),
             delay_kind: sc.delay,
         };
         if s.workload == Workload::Hol {
@@ -291,6 +310,9 @@ impl ScenarioResult {
         }
         if s.workload.is_bulk() {
             s.bulk = Some(bulk_report(&s));
+        }
+        if s.workload == Workload::Tx {
+            s.tx_goals = tx::goals(&s);
         }
         s
     }
@@ -338,6 +360,7 @@ impl ScenarioResult {
             Workload::CopyIn => "COPY FROM STDIN (FORMAT binary) of (int8, text, float8) rows",
             Workload::CopyOut => "COPY TO STDOUT (FORMAT binary) of (int8, text, float8) rows, each decoded",
             Workload::Stream => "streamed SELECT of (int8, text, float8) rows (pgpipe query_stream on a session, tokio-postgres query_raw), each decoded",
+            Workload::Tx => "a transaction per op (BEGIN; UPDATE one account's balance; SELECT it; COMMIT), balances checked after each run",
         };
         let l = match self.load {
             Load::Closed { tasks } => format!("closed loop, {tasks} tasks"),
@@ -1005,7 +1028,9 @@ const BULK_COLUMNS: &[&str] = &[
 
 /// The columns of the table [`table`] prints for `s`, in order (the legend explains each).
 pub fn columns(s: &ScenarioResult) -> Vec<&'static str> {
-    if s.workload == Workload::Hol {
+    if s.workload == Workload::Tx {
+        tx::COLUMNS.to_vec()
+    } else if s.workload == Workload::Hol {
         HOL_COLUMNS.to_vec()
     } else if s.workload.is_bulk() {
         BULK_COLUMNS.to_vec()
@@ -1042,6 +1067,10 @@ pub fn table(s: &ScenarioResult, rounds: usize) -> String {
         }
     );
     header(&mut t, &columns(s));
+    if s.workload == Workload::Tx {
+        tx::table(&mut t, s);
+        return t;
+    }
     if s.workload == Workload::Hol {
         hol_table(&mut t, s);
         return t;

@@ -455,6 +455,9 @@ pub fn charts(s: &ScenarioResult) -> Vec<(String, String)> {
     if s.workload.is_bulk() {
         return bulk_charts(s, &ok, &subtitle);
     }
+    if s.workload == crate::plan::Workload::Tx {
+        return tx_charts(s, &ok, &subtitle);
+    }
 
     if let Load::Ceiling { queries } = s.load {
         let mut series: Vec<Series> = families
@@ -700,6 +703,61 @@ fn bulk_charts(
     ]
 }
 
+/// A transactions scenario's charts, one bar per candidate: transactions per second, p99
+/// latency, and fairness (the worst round).
+fn tx_charts(
+    s: &ScenarioResult,
+    ok: &[&crate::report::CandidateResult],
+    subtitle: &str,
+) -> Vec<(String, String)> {
+    let bars = |pick: &dyn Fn(&crate::report::Summary) -> Option<Figure>| {
+        ok.iter()
+            .filter_map(|c| {
+                Some((
+                    c.candidate.name.clone(),
+                    color(&c.family),
+                    pick(&c.summary)?,
+                ))
+            })
+            .collect::<Vec<_>>()
+    };
+    let ms = |f: Figure| Figure {
+        median: f.median / 1e3,
+        min: f.min / 1e3,
+        max: f.max / 1e3,
+    };
+    let title = |what: &str| format!("{what}: {} ({})", s.workload_label(), delay_text(s));
+    vec![
+        (
+            format!("tx-{}.svg", s.id),
+            bar_chart(
+                &title("Transactions per second"),
+                subtitle,
+                "tx/s",
+                &bars(&|m| Some(m.throughput)),
+            ),
+        ),
+        (
+            format!("tx-p99-{}.svg", s.id),
+            bar_chart(
+                &title("Transaction latency p99"),
+                subtitle,
+                "ms",
+                &bars(&|m| Some(ms(m.p99_us))),
+            ),
+        ),
+        (
+            format!("tx-fairness-{}.svg", s.id),
+            bar_chart(
+                &title("Fairness (slowest-served task / median task)"),
+                subtitle,
+                "ratio (1 = every task served alike)",
+                &bars(&|m| m.fairness),
+            ),
+        ),
+    ]
+}
+
 impl ScenarioResult {
     fn workload_label(&self) -> String {
         let w = match self.workload {
@@ -712,6 +770,7 @@ impl ScenarioResult {
             crate::plan::Workload::CopyIn => "binary COPY in",
             crate::plan::Workload::CopyOut => "binary COPY out",
             crate::plan::Workload::Stream => "streamed read",
+            crate::plan::Workload::Tx => "transaction (UPDATE + SELECT)",
         };
         let w = match (self.via, self.procs) {
             (crate::plan::Via::PgBouncer, 1) => format!("{w} through PgBouncer"),

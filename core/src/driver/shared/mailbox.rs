@@ -10,7 +10,7 @@ use std::task::Waker;
 use postgres_types::Type;
 
 use super::{
-    status_check, BatchWaiter, ConnShared, Framing, QueryWaiter, Queued, State, Statement, Token,
+    status_check, BatchUnit, ConnShared, Framing, QueryWaiter, Queued, State, Statement, Token,
 };
 use crate::proto::{encode, Frame, UnitKind};
 use crate::sched::{lock, DeferredWakes};
@@ -121,7 +121,7 @@ impl ConnShared {
     pub(crate) async fn submit_batch(
         &self,
         steps: &[(Arc<Statement>, encode::Params<'_>)],
-    ) -> Result<Arc<BatchWaiter>, Error> {
+    ) -> Result<Arc<BatchUnit>, Error> {
         self.with_room(self.mailbox_size, |st| {
             let start = st.committed;
             st.buf.truncate(start);
@@ -132,12 +132,12 @@ impl ConnShared {
                 (name, &*s.sql, s.params(), *p)
             });
             encode::batch(wire, &mut st.buf)?;
-            let waiter = Arc::new(BatchWaiter::new());
+            let unit = Arc::new(BatchUnit::new(steps.len()));
             let shape: Arc<[_]> = steps.iter().map(|(s, _)| s.columns().clone()).collect();
-            let mut q = Queued::new(Token::Batch(waiter.clone()), UnitKind::Batch(shape));
+            let mut q = Queued::new(Token::Batch(unit.clone()), UnitKind::Batch(shape));
             q.cost = steps.iter().map(|(s, _)| s.estimate_ns()).sum();
             let waker = self.push(st, start, q);
-            Ok((waiter, waker))
+            Ok((unit, waker))
         })
         .await
         .map(wake_and_return)
@@ -373,6 +373,7 @@ impl ConnShared {
     /// [`ConnShared::push_locked`] for a unit with `frame` around an execution of `stmt`
     /// (if any), whose estimate counts as pending work on this connection until it completes
     /// (cost-aware routing reads the sum).
+    #[inline]
     pub(super) fn push_unit(
         &self,
         st: &mut State,
@@ -391,6 +392,7 @@ impl ConnShared {
 
     /// Commits unit `q`, encoded at `buf[start..]`, to the mailbox (see
     /// [`ConnShared::push_locked`]).
+    #[inline]
     pub(super) fn push(&self, st: &mut State, start: usize, mut q: Queued) -> Option<Waker> {
         q.len = st.buf.len() - start;
         st.committed = st.buf.len();

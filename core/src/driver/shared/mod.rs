@@ -48,10 +48,26 @@ pub(crate) type QueryWaiter = Waiter<Result<QueryResult, Error>>;
 /// Each statement's result of an atomic batch, or the batch's error.
 pub(crate) type BatchWaiter = Waiter<Result<Vec<QueryResult>, Error>>;
 
+/// An atomic batch in flight: its statements' results as they complete, and its caller.
+pub(crate) struct BatchUnit {
+    pub(crate) done: Mutex<Vec<QueryResult>>,
+    pub(crate) waiter: BatchWaiter,
+}
+
+impl BatchUnit {
+    /// A batch of `n` statements.
+    pub(crate) fn new(n: usize) -> BatchUnit {
+        BatchUnit {
+            done: Mutex::new(Vec::with_capacity(n)),
+            waiter: BatchWaiter::new(),
+        }
+    }
+}
+
 /// Who is waiting for a unit.
 pub(crate) enum Token {
     Query(Arc<QueryWaiter>),
-    Batch(Arc<BatchWaiter>),
+    Batch(Arc<BatchUnit>),
     Prepare(Arc<Prepare>),
     Stream(Arc<crate::driver::sinks::RowSink>),
     CopyOut(Arc<crate::driver::sinks::Sink<bytes::Bytes>>),
@@ -75,6 +91,7 @@ pub(crate) struct Queued {
 
 impl Queued {
     /// A unit of `kind` for `token`: no frame, no statement closed, no estimate.
+    #[inline]
     pub(crate) fn new(token: Token, kind: UnitKind) -> Queued {
         Queued {
             len: 0,
@@ -122,6 +139,9 @@ impl PendingBegin {
 pub(crate) struct Framing<'a> {
     pub(crate) begin: Option<&'a PendingBegin>,
     pub(crate) commit: bool,
+    /// Called once the unit is queued (a transaction's last unit: the connection can go to
+    /// the next holder while its answer travels).
+    pub(crate) queued: Option<&'a (dyn Fn() + Sync)>,
 }
 
 impl<'a> Framing<'a> {
@@ -129,9 +149,18 @@ impl<'a> Framing<'a> {
     pub(crate) const NONE: Framing<'static> = Framing {
         begin: None,
         commit: false,
+        queued: None,
     };
 
+    /// The unit went into the mailbox.
+    pub(crate) fn was_queued(&self) {
+        if let Some(f) = self.queued {
+            f();
+        }
+    }
+
     /// Takes the pending BEGIN, if any (call under the mailbox lock).
+    #[inline]
     pub(crate) fn take_begin(&self) -> Option<&'static str> {
         self.begin.filter(|b| b.disarm()).map(|_| BEGIN)
     }
@@ -144,6 +173,7 @@ impl<'a> Framing<'a> {
     }
 
     /// Takes the pending BEGIN and returns the frame for the pipeline and for the encoder.
+    #[inline]
     pub(crate) fn take(&self) -> (Frame, crate::proto::encode::Frame<'static>) {
         let before = self.take_begin();
         let after = self.commit.then_some("COMMIT");
@@ -236,8 +266,11 @@ pub(crate) struct ConnShared {
     pub(crate) abort_flag: AtomicBool,
     /// Transaction status from the last ReadyForQuery (`b'I'`, `b'T'`, `b'E'`).
     pub(crate) tx_status: AtomicU8,
-    /// An exclusive connection was released with work still running: cancel it, bounded.
+    /// An exclusive connection was released with work still running: cancel it, bounded...
     pub(crate) cancel_abandoned: AtomicBool,
+    /// ...once this many units are answered (those queued before its holder got the
+    /// connection: a previous holder's COMMIT must not be cancelled).
+    pub(crate) cancel_after: AtomicU64,
     /// Units ever queued here that the server answers with a ReadyForQuery (all but COPY
     /// data): on an exclusive connection, where no unit shares a Sync, equal to
     /// `counters.ready_received` once every one is answered.
@@ -295,6 +328,7 @@ impl ConnShared {
             abort_flag: AtomicBool::new(false),
             tx_status: AtomicU8::new(b'I'),
             cancel_abandoned: AtomicBool::new(false),
+            cancel_after: AtomicU64::new(0),
             pushed: AtomicU64::new(0),
             session_changed: AtomicBool::new(false),
             notifications: Mutex::new(Notifications::default()),
@@ -325,6 +359,12 @@ impl ConnShared {
         c.set_status(&mut lock(&c.state), Status::Dead(Reason::retired()));
         c.exited_flag.store(true, Release);
         c
+    }
+
+    /// Whether statements are kept by name: `false` behind a transaction-mode pooler
+    /// (`named_statements` off, or a pooler detected).
+    pub(crate) fn named_statements(&self) -> bool {
+        self.costs.named()
     }
 
     /// Whether server work, not round trips, limits this connection (see `work_bound`).
@@ -477,6 +517,12 @@ impl ConnShared {
     /// Units queued here that the server answers with a ReadyForQuery, ever.
     pub(crate) fn units_pushed(&self) -> u64 {
         self.pushed.load(Relaxed)
+    }
+
+    /// Units queued and not yet answered by their ReadyForQuery (exclusive connections).
+    pub(crate) fn units_unanswered(&self) -> u64 {
+        let pushed = self.pushed.load(Relaxed);
+        pushed.saturating_sub(self.counters.ready_received.load(Acquire))
     }
 
     /// The server's transaction status (`b'I'`, `b'T'`, `b'E'`) after every unit queued so

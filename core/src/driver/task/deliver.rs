@@ -40,7 +40,7 @@ pub(super) fn fail(
     sub_saturating(&c.est_pending_ns, cost);
     match token {
         Token::Query(w) => w.unblock(Err(lost(c, reason, dispatched)), wakes),
-        Token::Batch(w) => w.unblock(Err(lost(c, reason, dispatched)), wakes),
+        Token::Batch(b) => b.waiter.unblock(Err(lost(c, reason, dispatched)), wakes),
         Token::Prepare(p) => {
             let err = if dispatched {
                 PrepareError::Indeterminate(reason.clone())
@@ -169,16 +169,10 @@ impl Handler<Sent> for Completer<'_> {
                 };
                 w.unblock(r, self.wakes);
             }
-            Token::Batch(w) => {
+            Token::Batch(b) => {
+                let done = std::mem::take(&mut *lock(&b.done));
                 let r = match outcome {
-                    Outcome::Batch(results) => Ok(results
-                        .into_iter()
-                        .map(|(rows, affected)| QueryResult {
-                            rows,
-                            affected,
-                            verb: Verb::default(),
-                        })
-                        .collect()),
+                    Outcome::Batch => Ok(done),
                     Outcome::Failed {
                         error,
                         part: Part::Own(index),
@@ -189,7 +183,7 @@ impl Handler<Sent> for Completer<'_> {
                     Outcome::Failed { error, part } => Err(unit_error(error, part)),
                     _ => Err(Error::Protocol("unexpected result for a batch".into())),
                 };
-                w.unblock(r, self.wakes);
+                b.waiter.unblock(r, self.wakes);
             }
             Token::Prepare(p) => {
                 let r = match outcome {
@@ -246,6 +240,22 @@ impl Handler<Sent> for Completer<'_> {
             Token::Stream(sink) => sink.has_room(),
             Token::CopyOut(sink) => sink.has_room(),
             _ => true,
+        }
+    }
+
+    fn batch_statement(
+        &mut self,
+        sent: &Sent,
+        _index: usize,
+        rows: Vec<crate::Row>,
+        affected: u64,
+    ) {
+        if let Token::Batch(b) = &sent.token {
+            lock(&b.done).push(QueryResult {
+                rows,
+                affected,
+                verb: Verb::default(),
+            });
         }
     }
 

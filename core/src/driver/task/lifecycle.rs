@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -117,7 +117,12 @@ impl<R: Runtime> ConnTask<R> {
     /// Cancels the work its released holder left running (see `driver/cancel.rs`); `Err`
     /// when that work outlived the bound and the connection must go.
     pub(super) fn cancel_abandoned(&mut self, cx: &mut Context<'_>) -> Result<(), String> {
-        if self.shared.cancel_abandoned.swap(false, Relaxed)
+        // Not before the units of earlier holders are answered: the cancel must reach only
+        // the releasing holder's statements.
+        let due = self.shared.cancel_abandoned.load(Acquire)
+            && self.pipeline.ready_seen() >= self.shared.cancel_after.load(Relaxed);
+        if due
+            && self.shared.cancel_abandoned.swap(false, Relaxed)
             && !self.pipeline.is_empty()
             && self.cancel_bound.is_none()
         {

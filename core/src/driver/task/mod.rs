@@ -387,7 +387,9 @@ impl<R: Runtime> ConnTask<R> {
         // `driver/cancel.rs`): from the release's flag (read under the lock its units were
         // queued under, so they are never ahead of it) to the server's acknowledgement.
         let cancel_pending = self.exclusive && shared.cancel_abandoned.load(Relaxed);
-        if cancel_pending {
+        // Due once the units of earlier holders are answered (`cancel_abandoned`); until then
+        // their answers wake the task.
+        if cancel_pending && self.pipeline.ready_seen() >= shared.cancel_after.load(Relaxed) {
             cx.waker().wake_by_ref();
         }
         let room = if cancel_pending || self.cancel.is_some() || self.stale.is_some() {
@@ -411,7 +413,10 @@ impl<R: Runtime> ConnTask<R> {
         let mut run_start = 0usize;
         let mut copied = 0usize;
         // Sync coalescing: the segment the last unit taken belongs to (`proto/coalesce.rs`).
-        let coalesce = self.cfg.sync_coalescing && !self.exclusive;
+        // Not behind a transaction-mode pooler: PgBouncer 1.18 was seen forwarding bytes of
+        // pipelines whose units share Syncs to the wrong server connection (the server then
+        // logs `invalid frontend message type` and PgBouncer drops the client).
+        let coalesce = self.cfg.sync_coalescing && !self.exclusive && shared.named_statements();
         let mut segment = coalesce::Segment::default();
         let mut last_start = 0usize;
         let work_cap = nanos(self.cfg.max_queue_work);

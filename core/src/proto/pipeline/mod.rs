@@ -103,9 +103,9 @@ pub enum Outcome {
         /// Result columns (empty for statements that return no rows).
         columns: Arc<[Column]>,
     },
-    /// The statements of a [`UnitKind::Batch`], in order: each one's rows and affected-row
-    /// count.
-    Batch(Vec<(Vec<Row>, u64)>),
+    /// Every statement of a [`UnitKind::Batch`] completed (each one's result went to
+    /// [`Handler::batch_statement`], in order) and the batch committed.
+    Batch,
     /// The server rejected the unit; nothing else on the connection is affected.
     Failed {
         /// The server's error.
@@ -185,6 +185,9 @@ pub trait Handler<T> {
     }
     /// A row of streaming unit `token`.
     fn stream_row(&mut self, _token: &T, _row: Row) {}
+    /// Statement `index` of batch unit `token` completed with these rows and this count
+    /// (whether the batch commits is known at its end: [`Outcome::Batch`] or a failure).
+    fn batch_statement(&mut self, _token: &T, _index: usize, _rows: Vec<Row>, _affected: u64) {}
     /// One CopyData message's payload of COPY-out unit `token`.
     fn copy_data(&mut self, _token: &T, _data: bytes::Bytes) {}
     /// The server is in COPY-in mode for unit `token` and waits for its data.
@@ -202,18 +205,35 @@ struct InFlight<T> {
     rows: Vec<Row>,
     affected: u64,
     verb: Verb,
-    error: Option<Box<DbError>>,
+    /// The server's error, and how many of the unit's statements had completed before it.
+    error: Option<Box<(DbError, u16)>>,
     params: Vec<Type>,
     columns: Option<Arc<[Column]>>,
     /// Ends with its own Sync; `false`: its Sync was dropped and the next unit's ends it.
     synced: bool,
-    frame: Frame,
-    /// Statements of the unit completed so far (CommandComplete or EmptyQueryResponse).
+    /// [`PLAIN`] (one statement with nothing around it: its completion is the unit's result,
+    /// and no steps are counted), or [`BEFORE`] for a frame with a statement ahead of the
+    /// unit's own (kept to a byte: the entry stays within its 128 bytes).
+    shape: u8,
+    /// Statements of the unit completed so far (CommandComplete or EmptyQueryResponse), for
+    /// units that are not plain.
     step: u16,
-    /// `step` when the error arrived.
-    error_at: u16,
-    /// A batch's finished statements.
-    batch: Vec<(Vec<Row>, u64)>,
+}
+
+/// See [`InFlight::shape`].
+const PLAIN: u8 = 1;
+const BEFORE: u8 = 2;
+
+impl<T> InFlight<T> {
+    fn plain(&self) -> bool {
+        self.shape & PLAIN != 0
+    }
+
+    /// Statements of its frame before its own (a BEGIN; one after it needs no count: the
+    /// unit's own statement's completion is told apart by the step).
+    fn before(&self) -> u16 {
+        u16::from(self.shape & BEFORE != 0)
+    }
 }
 
 /// The FIFO of units sent and not yet answered by their ReadyForQuery.
@@ -256,6 +276,12 @@ impl<T> Pipeline<T> {
             UnitKind::Batch(shape) => shape.first().cloned(),
             _ => None,
         };
+        debug_assert!(
+            frame.before <= 1,
+            "a frame has at most one statement before"
+        );
+        let plain = frame == Frame::NONE && !matches!(kind, UnitKind::Batch(_));
+        let shape = if plain { PLAIN } else { 0 } | if frame.before > 0 { BEFORE } else { 0 };
         self.fifo.push_back(InFlight {
             token,
             kind,
@@ -266,10 +292,8 @@ impl<T> Pipeline<T> {
             params: Vec::new(),
             columns,
             synced: true,
-            frame,
+            shape,
             step: 0,
-            error_at: 0,
-            batch: Vec::new(),
         });
     }
 
@@ -418,12 +442,10 @@ impl<T> Pipeline<T> {
                     let head = self.head(tag)?;
                     let tag = &buf[5..total];
                     head.verb = Verb::from_tag(tag);
-                    if head.frame == Frame::NONE && !matches!(head.kind, UnitKind::Batch(_)) {
-                        // The common unit: its own statement, nothing around it.
+                    if head.plain() {
                         head.affected = affected_rows(tag);
-                        head.step = head.step.saturating_add(1);
                     } else {
-                        statement_done(head, affected_rows(tag));
+                        statement_done(head, affected_rows(tag), handler);
                     }
                     buf.advance(total);
                     if !head.synced {
@@ -433,7 +455,9 @@ impl<T> Pipeline<T> {
                 b'I' => {
                     let head = self.head(tag)?;
                     buf.advance(total);
-                    statement_done(head, 0);
+                    if !head.plain() {
+                        statement_done(head, 0, handler);
+                    }
                     if !head.synced {
                         done += self.complete_joined(handler);
                     }
@@ -458,22 +482,28 @@ impl<T> Pipeline<T> {
                             "ReadyForQuery before a statement's CommandComplete".into(),
                         ));
                     }
-                    let part = unit.part_failed();
+                    let (plain, before) = (unit.plain(), unit.before());
                     let outcome = match (unit.error, unit.kind) {
-                        (Some(error), _) => Outcome::Failed { error, part },
+                        (Some(failure), kind) => {
+                            let (error, at) = *failure;
+                            Outcome::Failed {
+                                part: part_failed(plain, before, &kind, at),
+                                error: Box::new(error),
+                            }
+                        }
                         (None, UnitKind::Prepare) => Outcome::Prepared {
                             params: unit.params,
                             columns: unit.columns.unwrap_or_else(no_columns),
                         },
                         (None, UnitKind::Batch(shape)) => {
-                            if unit.batch.len() != shape.len() {
+                            let done = usize::from(unit.step);
+                            if done != shape.len() {
                                 return Err(ProtocolViolation(format!(
-                                    "a batch of {} statements ended after {}",
-                                    shape.len(),
-                                    unit.batch.len()
+                                    "a batch of {} statements ended after {done}",
+                                    shape.len()
                                 )));
                             }
-                            Outcome::Batch(unit.batch)
+                            Outcome::Batch
                         }
                         (None, _) => Outcome::Rows {
                             rows: unit.rows,
@@ -506,8 +536,7 @@ impl<T> Pipeline<T> {
                         Some(head) => {
                             head.rows = Vec::new();
                             if head.error.is_none() {
-                                head.error = Some(Box::new(err));
-                                head.error_at = head.step;
+                                head.error = Some(Box::new((err, head.step)));
                             }
                         }
                         None if err.is_fatal() => {}
@@ -629,16 +658,18 @@ fn stream_row<T>(
 /// A statement of a framed, batch or simple unit completed (the plain one-statement unit is
 /// handled inline): the unit's own statement sets the affected-row count, a batch keeps each
 /// statement's rows and count, and the statements of its frame count only as steps.
-fn statement_done<T>(head: &mut InFlight<T>, affected: u64) {
+fn statement_done<T>(head: &mut InFlight<T>, affected: u64, handler: &mut impl Handler<T>) {
     let step = head.step;
     head.step = step.saturating_add(1);
-    let Some(own) = step.checked_sub(u16::from(head.frame.before)) else {
+    let Some(own) = step.checked_sub(head.before()) else {
         return;
     };
     match &head.kind {
         UnitKind::Batch(shape) => {
             let rows = std::mem::take(&mut head.rows);
-            head.batch.push((rows, affected));
+            if head.error.is_none() {
+                handler.batch_statement(&head.token, usize::from(own), rows, affected);
+            }
             head.columns = shape.get(usize::from(own) + 1).cloned();
         }
         // Every statement of a simple query's text is its own; the last one's count stands.
@@ -648,20 +679,21 @@ fn statement_done<T>(head: &mut InFlight<T>, affected: u64) {
     }
 }
 
-impl<T> InFlight<T> {
-    /// Which statement the unit's error came from (see [`Part`]).
-    fn part_failed(&self) -> Part {
-        let before = u16::from(self.frame.before);
-        let own = match &self.kind {
-            UnitKind::Batch(shape) => shape.len(),
-            UnitKind::Simple => usize::MAX,
-            _ => 1,
-        };
-        match self.error_at.checked_sub(before) {
-            None => Part::Before,
-            Some(i) if usize::from(i) < own => Part::Own(usize::from(i)),
-            Some(_) => Part::After,
-        }
+/// Which statement of a unit its error came from (see [`Part`]): the unit is `plain` or has
+/// `before` statements ahead of its own, and the error came after `error_at` completed.
+fn part_failed(plain: bool, before: u16, kind: &UnitKind, error_at: u16) -> Part {
+    if plain {
+        return Part::Own(0);
+    }
+    let own = match kind {
+        UnitKind::Batch(shape) => shape.len(),
+        UnitKind::Simple => usize::MAX,
+        _ => 1,
+    };
+    match error_at.checked_sub(before) {
+        None => Part::Before,
+        Some(i) if usize::from(i) < own => Part::Own(usize::from(i)),
+        Some(_) => Part::After,
     }
 }
 

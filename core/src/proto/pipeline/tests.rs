@@ -140,7 +140,7 @@ impl Handler<usize> for Record {
                     .collect::<Vec<_>>()
             ),
             Outcome::Failed { error: e, .. } => format!("{token} failed {}", e.code),
-            Outcome::Batch(results) => format!("{token} batch of {}", results.len()),
+            Outcome::Batch => format!("{token} batch"),
         };
         self.log.push(line);
     }
@@ -298,7 +298,7 @@ impl Handler<usize> for Sink {
             }
             Outcome::Failed { error: e, .. } => format!("failed {}", e.code),
             Outcome::Prepared { .. } => "prepared".into(),
-            Outcome::Batch(_) => "batch".into(),
+            Outcome::Batch => "batch".into(),
         };
         self.done.push(format!("{token} {what}"));
     }
@@ -355,7 +355,7 @@ impl Handler<usize> for Segments {
             Outcome::Rows { rows, .. } => format!("rows={}", rows.len()),
             Outcome::Failed { error: e, .. } => format!("failed {}", e.code),
             Outcome::Prepared { .. } => "prepared".into(),
-            Outcome::Batch(_) => "batch".into(),
+            Outcome::Batch => "batch".into(),
         };
         self.log.push(format!("{token} {what} z{}", self.ready));
     }
@@ -458,6 +458,7 @@ fn ready_inside_a_segment_is_a_violation() {
 struct Parts {
     log: Vec<String>,
     statuses: Vec<u8>,
+    statements: Vec<String>,
 }
 impl Handler<usize> for Parts {
     fn unit_done(&mut self, token: usize, outcome: Outcome) {
@@ -467,20 +468,21 @@ impl Handler<usize> for Parts {
                 affected,
                 verb,
             } => format!("rows={} affected={affected} verb={verb:?}", rows.len()),
-            Outcome::Failed { error, part } => format!("failed {} in {part:?}", error.code),
-            Outcome::Batch(results) => {
-                let each: Vec<String> = results
-                    .iter()
-                    .map(|(rows, n)| format!("{}/{n}", rows.len()))
-                    .collect();
-                format!("batch {}", each.join(" "))
+            Outcome::Failed { error, part } => {
+                self.statements.clear();
+                format!("failed {} in {part:?}", error.code)
             }
+            Outcome::Batch => format!("batch {}", std::mem::take(&mut self.statements).join(" ")),
             Outcome::Prepared { .. } => "prepared".into(),
         };
         self.log.push(format!("{token} {what}"));
     }
     fn ready(&mut self, status: u8) {
         self.statuses.push(status);
+    }
+    fn batch_statement(&mut self, _: &usize, index: usize, rows: Vec<Row>, affected: u64) {
+        assert_eq!(index, self.statements.len(), "statements in order");
+        self.statements.push(format!("{}/{affected}", rows.len()));
     }
 }
 
@@ -637,7 +639,8 @@ fn a_batch_reports_each_statement_or_the_one_that_failed() {
         ["0 batch 2/2 0/5 1/1", "1 rows=0 affected=4 verb=DELETE"]
     );
 
-    // Statement 1 fails: the batch fails there, the rows of statement 0 are not reported.
+    // Statement 1 fails: the batch fails there (statement 0's result was reported, but the
+    // batch's failure says none of it counts).
     let mut s = vec![];
     msg(&mut s, b'2', b"");
     row(&mut s, 1);
