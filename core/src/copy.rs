@@ -34,7 +34,7 @@ impl<R: Runtime> Client<R> {
         &self,
         conn: &Arc<ConnShared>,
         sql: &str,
-        framing: Framing<'_>,
+        framing: &Framing<'_>,
     ) -> Result<CopyIn<'a>, Error> {
         let shared = Arc::new(CopyInShared::default());
         let token = Token::CopyIn(shared.clone());
@@ -73,7 +73,7 @@ impl<R: Runtime> Client<R> {
         &self,
         conn: &Arc<ConnShared>,
         sql: &str,
-        framing: Framing<'_>,
+        framing: &Framing<'_>,
     ) -> Result<CopyOut<'a>, Error> {
         let sink = Arc::new(Sink::new(conn.clone(), COPY_OUT_CAPACITY));
         let token = Token::CopyOut(sink.clone());

@@ -70,7 +70,7 @@ macro_rules! statements {
             x.settle_early().await?;
             let deadline = x.client.deadline();
             Ok(x.client
-                .typed_on(&x.held.conn, sql, params, deadline, x.framing(false))
+                .typed_on(&x.held.conn, sql, params, deadline, &x.framing(false))
                 .await?
                 .rows)
         }
@@ -89,7 +89,7 @@ macro_rules! statements {
             x.settle_early().await?;
             let deadline = x.client.deadline();
             x.client
-                .stream_on(&x.held.conn, sql, params, deadline, x.framing(false))
+                .stream_on(&x.held.conn, sql, params, deadline, &x.framing(false))
                 .await
         }
 
@@ -101,7 +101,7 @@ macro_rules! statements {
             x.prepare_for(sql).await?;
             x.settle_early().await?;
             x.client
-                .copy_in_on(&x.held.conn, sql, x.framing(false))
+                .copy_in_on(&x.held.conn, sql, &x.framing(false))
                 .await
         }
 
@@ -112,7 +112,7 @@ macro_rules! statements {
             x.prepare_for(sql).await?;
             x.settle_early().await?;
             x.client
-                .copy_out_on(&x.held.conn, sql, x.framing(false))
+                .copy_out_on(&x.held.conn, sql, &x.framing(false))
                 .await
         }
 
@@ -269,7 +269,7 @@ impl<R: Runtime> Exclusive<R> {
                 let deadline = self.client.deadline();
                 let r = self
                     .client
-                    .run_on(&self.held.conn, sql, params, deadline, framing)
+                    .run_on(&self.held.conn, sql, params, deadline, &framing)
                     .await;
                 if !self.failed_behind_previous(&r).await? {
                     return r;
@@ -300,7 +300,7 @@ impl<R: Runtime> Exclusive<R> {
                 let (w, begun) = self
                     .held
                     .conn
-                    .submit_simple_framed(sql, self.framing(false))?;
+                    .submit_simple_framed(sql, &self.framing(false))?;
                 // Not while this unit may still have to be sent again (see `early`).
                 if ends && !self.early.load(Relaxed) {
                     self.held.release_with_commit();

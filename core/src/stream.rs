@@ -34,7 +34,7 @@ impl<R: Runtime> Client<R> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
         deadline: Option<Instant>,
-        framing: Framing<'_>,
+        framing: &Framing<'_>,
     ) -> Result<RowStream<'a>, Error> {
         let rt = self.runtime();
         loop {

@@ -256,7 +256,7 @@ impl<R: Runtime> Client<R> {
             let stmt = with_deadline(self.runtime(), deadline, conn.statement(sql)).await?;
             // Catalog columns are built-in types: nothing to complete, so no lookup recursion.
             if let Some(r) = self
-                .execute_prepared(conn, &stmt, &[&oid], deadline, Framing::NONE)
+                .execute_prepared(conn, &stmt, &[&oid], deadline, &Framing::NONE)
                 .await?
             {
                 return Ok(r.rows);

@@ -361,7 +361,7 @@ impl<R: Runtime> Client<R> {
         sql: &str,
         params: &[(&(dyn ToSql + Sync), Type)],
         deadline: Option<Instant>,
-        framing: Framing<'_>,
+        framing: &Framing<'_>,
     ) -> Result<QueryResult, Error> {
         let op = async {
             let submit = conn.submit_typed(sql, params, framing);
@@ -444,7 +444,7 @@ impl<R: Runtime> Client<R> {
                 Params::Untyped(p) => self.attempt(conn, sql, p, deadline).await,
                 Params::Typed(p) => {
                     let r = async {
-                        let submit = conn.submit_typed(sql, p, Framing::NONE);
+                        let submit = conn.submit_typed(sql, p, &Framing::NONE);
                         let w = with_deadline(&self.inner.rt, deadline, submit).await?;
                         wait(&self.inner.rt, deadline, &w).await
                     }
@@ -478,7 +478,7 @@ impl<R: Runtime> Client<R> {
                     home.counters.inc(&home.counters.lane_units);
                 }
                 let r = self
-                    .run_on(home, sql, params, deadline, Framing::NONE)
+                    .run_on(home, sql, params, deadline, &Framing::NONE)
                     .await;
                 return (home, r);
             }
@@ -490,11 +490,11 @@ impl<R: Runtime> Client<R> {
                 Err(e) => return (conn, Err(e)),
             }
         }
-        let fresh = self.execute_fresh(conn, sql, &stmt, params, deadline, Framing::NONE);
+        let fresh = self.execute_fresh(conn, sql, &stmt, params, deadline, &Framing::NONE);
         let r = match fresh.await {
             Ok(Some(r)) => Ok(r),
             Ok(None) => {
-                self.run_on(conn, sql, params, deadline, Framing::NONE)
+                self.run_on(conn, sql, params, deadline, &Framing::NONE)
                     .await
             }
             Err(e) => Err(e),
@@ -546,7 +546,7 @@ impl<R: Runtime> Client<R> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
         deadline: Option<Instant>,
-        framing: Framing<'_>,
+        framing: &Framing<'_>,
     ) -> Result<QueryResult, Error> {
         loop {
             let stmt = with_deadline(&self.inner.rt, deadline, conn.statement(sql)).await?;
@@ -571,7 +571,7 @@ impl<R: Runtime> Client<R> {
         stmt: &Arc<Statement>,
         params: &[&(dyn ToSql + Sync)],
         deadline: Option<Instant>,
-        framing: Framing<'_>,
+        framing: &Framing<'_>,
     ) -> Result<Option<QueryResult>, Error> {
         let rt = &self.inner.rt;
         with_deadline(rt, deadline, self.complete_types(conn, stmt, deadline)).await?;
@@ -603,7 +603,7 @@ impl<R: Runtime> Client<R> {
         stmt: &Arc<Statement>,
         params: &[&(dyn ToSql + Sync)],
         deadline: Option<Instant>,
-        framing: Framing<'_>,
+        framing: &Framing<'_>,
     ) -> Result<Option<QueryResult>, Error> {
         if stmt.params().len() != params.len() {
             return Err(Error::ParamCount {

@@ -98,12 +98,13 @@ pub fn execute_framed(
         });
     }
     let start = buf.len();
-    let r = match frame {
-        Frame::NONE => execution(statement, sql, types, params, buf),
-        _ => framed(frame, buf, |buf| {
-            execution(statement, sql, types, params, buf)
-        }),
-    };
+    let mut r = Ok(());
+    if let Some(before) = frame.before {
+        r = control(before, buf);
+    }
+    let r = r
+        .and_then(|()| execution(statement, sql, types, params, buf))
+        .and_then(|()| frame.after.map_or(Ok(()), |after| control(after, buf)));
     match r {
         Ok(()) => {
             frontend::sync(buf);
@@ -192,7 +193,10 @@ fn execution(
     frontend::execute("", 0, buf).map_err(io_err)
 }
 
-/// A parameterless statement of a [`Frame`]: `Parse(unnamed) Bind Execute`, no Sync.
+/// A parameterless statement of a [`Frame`]: `Parse(unnamed) Bind Execute`, no Sync (off the
+/// common path: most units have no frame).
+#[cold]
+#[inline(never)]
 fn control(sql: &str, buf: &mut BytesMut) -> Result<(), Error> {
     check_input(sql, 0)?;
     frontend::parse("", sql, std::iter::empty(), buf).map_err(io_err)?;

@@ -321,6 +321,36 @@ fn build_plan(a: &Args, s: &Settings) -> Vec<Scenario> {
     plan
 }
 
+/// The goal line of the server's log.
+const SERVER_LOG_GOAL: &str = "server log: no WARNING from the candidates";
+
+/// Whether the throwaway server logged a WARNING for a candidate's connection (a ROLLBACK or
+/// COMMIT outside a transaction, ...): every candidate connects as `monitor::APP_NAME`.
+fn server_log_goal(cluster: Option<&pgpipe_tests::Cluster>) -> report::Goal {
+    let goal = format!("{SERVER_LOG_GOAL} (app={})", monitor::APP_NAME);
+    let Some(c) = cluster else {
+        return report::Goal {
+            goal,
+            measured: "not read (an external server)".into(),
+            met: None,
+        };
+    };
+    let tag = format!("app={}:", monitor::APP_NAME);
+    let text = std::fs::read_to_string(c.log_path()).unwrap_or_default();
+    let warnings: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(&tag) && pgpipe_tests::server_log::is_warning(l))
+        .collect();
+    report::Goal {
+        goal,
+        measured: match warnings.first() {
+            None => "0".into(),
+            Some(first) => format!("{}, the first: {first}", warnings.len()),
+        },
+        met: Some(warnings.is_empty()),
+    }
+}
+
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -708,7 +738,8 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
         .zip(results)
         .map(|(sc, r)| ScenarioResult::new(sc, r))
         .collect();
-    let goals = report::goals(&scenarios);
+    let mut goals = report::goals(&scenarios);
+    goals.push(server_log_goal(cluster.as_ref()));
 
     let mut md = String::new();
     let machine = Machine::collect(server_version, server);
@@ -738,8 +769,8 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
 
     let ok = goals
         .iter()
-        .find(|g| g.goal.starts_with("errors"))
-        .is_none_or(|g| g.met != Some(false));
+        .filter(|g| g.goal.starts_with("errors") || g.goal.starts_with(SERVER_LOG_GOAL))
+        .all(|g| g.met != Some(false));
     let report = Report {
         command: format!(
             "cargo run --release -p pgpipe-bench --{}{}",

@@ -26,7 +26,7 @@ impl ConnShared {
     /// Queues a simple-protocol unit without waiting (exclusive connections: resets and
     /// `batch_execute`, where one holder cannot overrun the mailbox by much).
     pub(crate) fn submit_simple_now(&self, sql: &str) -> Result<Arc<QueryWaiter>, Error> {
-        self.submit_simple_framed(sql, Framing::NONE)
+        self.submit_simple_framed(sql, &Framing::NONE)
             .map(|(w, _)| w)
     }
 
@@ -35,7 +35,7 @@ impl ConnShared {
     pub(crate) fn submit_simple_framed(
         &self,
         sql: &str,
-        framing: Framing<'_>,
+        framing: &Framing<'_>,
     ) -> Result<(Arc<QueryWaiter>, bool), Error> {
         let mut st = lock(&self.state);
         status_check(&st.status)?;
@@ -85,7 +85,7 @@ impl ConnShared {
         &self,
         stmt: &Arc<Statement>,
         params: encode::Params<'_>,
-        framing: Framing<'_>,
+        framing: &Framing<'_>,
     ) -> Result<Option<Arc<QueryWaiter>>, Error> {
         self.with_room(self.mailbox_size, |st| {
             if !stmt.is_live() {
@@ -150,7 +150,7 @@ impl ConnShared {
         stmt: &Arc<Statement>,
         params: encode::Params<'_>,
         sink: &Arc<crate::driver::sinks::RowSink>,
-        framing: Framing<'_>,
+        framing: &Framing<'_>,
     ) -> Result<bool, Error> {
         let r = self
             .with_room(self.mailbox_size, |st| {
@@ -195,7 +195,7 @@ impl ConnShared {
         sql: &str,
         kind: UnitKind,
         token: Token,
-        framing: Framing<'_>,
+        framing: &Framing<'_>,
     ) -> Result<(), Error> {
         let mut token = Some(token);
         let waker = self
@@ -262,7 +262,7 @@ impl ConnShared {
         &self,
         sql: &str,
         params: &[(&(dyn postgres_types::ToSql + Sync), Type)],
-        framing: Framing<'_>,
+        framing: &Framing<'_>,
     ) -> Result<Arc<QueryWaiter>, Error> {
         self.with_room(self.mailbox_size, |st| {
             let start = st.committed;
