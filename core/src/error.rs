@@ -148,6 +148,12 @@ pub enum Error {
         /// Parameters passed by the caller.
         given: usize,
     },
+    /// An atomic batch holds at most 65535 statements.
+    #[error("a batch of {statements} statements; at most 65535 run as one unit")]
+    BatchTooLarge {
+        /// Statements added.
+        statements: usize,
+    },
     /// The protocol carries at most 65535 parameters per statement.
     #[error("{given} parameters given; PostgreSQL accepts at most 65535")]
     TooManyParams {

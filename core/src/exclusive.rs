@@ -25,12 +25,12 @@
 //!   BEGIN to fail first, waits for the answer instead.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering::{Relaxed, Release};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-use crate::driver::shared::{ConnShared, QueryWaiter};
+use crate::driver::shared::{ConnShared, Framing, QueryWaiter};
 use crate::sched::{lock, DeferredWakes, Waiter};
 use crate::stats::ExclusiveCounters;
 use crate::Error;
@@ -313,13 +313,13 @@ impl Pinned {
             // task cancels them (once the units queued before this holder got the connection,
             // a previous holder's COMMIT, are answered), and closes the connection if they
             // outlive the bound (`driver/cancel.rs`).
-            let answered = conn.units_pushed() - conn.units_unanswered();
-            if conn.units_pushed() > answered.max(since) {
-                conn.cancel_after.store(since, Relaxed);
-                conn.cancel_abandoned.store(true, Release);
+            let pushed = conn.units_pushed();
+            let answered = pushed - conn.units_unanswered();
+            if pushed > answered.max(since) {
+                conn.request_cancel(since, pushed, &mut wakes);
             }
             let handover = if conn.is_open() && !st.closing {
-                released(conn, self.always_reset, &self.counters)
+                released(conn, self.always_reset, &self.counters, &mut wakes)
             } else {
                 None
             };
@@ -327,7 +327,7 @@ impl Pinned {
                 Some(handover) => self.give(&mut st, conn.clone(), handover, &mut wakes),
                 None => {
                     // It counts until its task ends (`budget_freed`).
-                    conn.begin_close();
+                    conn.begin_close_into(&mut wakes);
                     self.dispatch(&mut st, &mut wakes);
                 }
             }
@@ -372,11 +372,16 @@ impl Pinned {
         handover: Handover,
         wakes: &mut DeferredWakes,
     ) {
+        if st.closing {
+            // A grant handed back after `close()` (its checkout gave up): nobody takes it now.
+            conn.begin_close_into(wakes);
+            return;
+        }
         match st.queue.pop_front() {
             Some(t) => t.unblock(Grant::Conn(conn, handover), wakes),
             None => {
                 // Its task retires it after `idle_timeout` unused.
-                conn.pool_idle();
+                conn.pool_idle(wakes);
                 st.idle.push(Idle { conn, handover });
             }
         }
@@ -488,14 +493,19 @@ impl Drop for Place<'_> {
 
 /// Queues what a released connection needs before reuse, from what the server said (see the
 /// module docs). `None`: it could not queue anything (the connection is going away).
-fn released(conn: &ConnShared, always_reset: bool, n: &ExclusiveCounters) -> Option<Handover> {
+fn released(
+    conn: &ConnShared,
+    always_reset: bool,
+    n: &ExclusiveCounters,
+    wakes: &mut DeferredWakes,
+) -> Option<Handover> {
     let changed = conn.session_changed.swap(false, Relaxed) || always_reset;
     match conn.settled_tx_status() {
-        Some(status) => after_status(conn, status, changed, n),
+        Some(status) => after_status(conn, status, changed, n, wakes),
         None => {
             n.inc(&n.status_probes);
             Some(Handover {
-                wait: vec![conn.submit_status_now().ok()?],
+                wait: vec![conn.queue_status(wakes).ok()?],
                 probe: true,
                 changed,
                 early: false,
@@ -513,15 +523,17 @@ fn after_status(
     status: u8,
     changed: bool,
     n: &ExclusiveCounters,
+    wakes: &mut DeferredWakes,
 ) -> Option<Handover> {
+    let none = Framing::NONE;
     if status != b'I' {
         n.inc(&n.rollbacks);
-        conn.submit_simple_now("ROLLBACK").ok()?;
+        conn.queue_simple("ROLLBACK", &none, wakes).ok()?;
     }
     let mut wait = Vec::new();
     if changed {
         n.inc(&n.resets);
-        wait.push(conn.submit_simple_now(RESET).ok()?);
+        wait.push(conn.queue_simple(RESET, &none, wakes).ok()?.0);
     }
     Some(Handover {
         wait,
@@ -538,10 +550,17 @@ pub(crate) async fn finish_handover(
     for_tx: bool,
     n: &ExclusiveCounters,
 ) -> Option<bool> {
+    // No lock is held here: the task's wakeups go out as each unit is queued.
+    let after = |status, changed| {
+        let mut wakes = DeferredWakes::default();
+        let r = after_status(conn, status, changed, n, &mut wakes);
+        wakes.wake_all();
+        r
+    };
     if h.early {
         match conn.settled_tx_status() {
             // Answered meanwhile: the status is known.
-            Some(status) => h = after_status(conn, status, h.changed, n)?,
+            Some(status) => h = after(status, h.changed)?,
             None if for_tx => return Some(true),
             None => {
                 n.inc(&n.status_probes);
@@ -567,10 +586,13 @@ pub(crate) async fn finish_handover(
         if !h.probe {
             return Some(false);
         }
+        // Parameters the outstanding units changed were reported before the probe's answer.
+        let changed = h.changed || conn.session_changed.swap(false, Relaxed);
         h = match conn.settled_tx_status() {
-            Some(status) => after_status(conn, status, h.changed, n)?,
+            Some(status) => after(status, changed)?,
             None => Handover {
                 wait: vec![conn.submit_status_now().ok()?],
+                changed,
                 ..h
             },
         };
@@ -607,6 +629,11 @@ impl Held {
             early,
             released: Default::default(),
         }
+    }
+
+    /// Whether the connection was handed on already ([`Held::release_with_commit`]).
+    pub(crate) fn is_released(&self) -> bool {
+        self.released.load(Relaxed)
     }
 
     /// The holder queued its transaction's last unit: hand the connection on now if that is

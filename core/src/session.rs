@@ -7,8 +7,8 @@
 //! in the unit of its last one. A transaction of N statements takes N round trips; one that
 //! never ran a statement sends nothing at all.
 
-use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Instant;
 
 use postgres_types::{ToSql, Type};
@@ -173,24 +173,42 @@ impl<R: Runtime> Exclusive<R> {
         }
     }
 
-    /// Whether `r`, the first unit's result since the connection came early, failed only
-    /// because the previous holder's transaction had failed; then that transaction is rolled
-    /// back (and this holder's BEGIN armed again) so the unit can be sent again. Any other
-    /// outcome ends the early state.
+    /// Whether `r`, a unit's result while the connection came early (before this holder's
+    /// first answer), failed only because the previous holder's transaction had failed: then
+    /// that transaction is rolled back (and this holder's BEGIN armed again) so the unit can be
+    /// sent again. Only the unit that carried (or would have carried) the BEGIN is sent again:
+    /// another one, concurrent with it, fails as it is. Any other answer ends the early state.
     async fn failed_behind_previous<T>(&self, r: &Result<T, Error>) -> Result<bool, Error> {
-        if !self.early.swap(false, Relaxed) {
+        if !self.early.load(Relaxed) {
             return Ok(false);
         }
-        match r {
+        let carried_begin = match r {
             Err(e) if e.code() == Some(&crate::SqlState::IN_FAILED_SQL_TRANSACTION) => {
-                let begun = matches!(e, Error::BeginFailed(_));
-                self.end_dropped_transaction().await?;
-                if begun {
-                    self.begin.arm();
-                }
-                Ok(true)
+                matches!(e, Error::BeginFailed(_)) || self.begin.is_pending()
             }
-            _ => Ok(false),
+            _ => {
+                self.early.store(false, Relaxed);
+                return Ok(false);
+            }
+        };
+        if !carried_begin || !self.early.swap(false, Relaxed) {
+            return Ok(false);
+        }
+        self.end_dropped_transaction().await?;
+        if matches!(r, Err(Error::BeginFailed(_))) {
+            self.begin.arm();
+        }
+        Ok(true)
+    }
+
+    /// After a unit that ends the transaction and handed the connection on: if its caller
+    /// stopped waiting (`query_timeout`), its statement is cancelled (bounded), so the next
+    /// holders do not wait behind it for as long as it runs. `unit` is its queue position.
+    fn cancel_if_abandoned<T>(&self, r: &Result<T, Error>, unit: u64) {
+        if matches!(r, Err(Error::Timeout)) && self.held.is_released() && unit > 0 {
+            let mut wakes = crate::sched::DeferredWakes::default();
+            self.held.conn.request_cancel(unit - 1, unit, &mut wakes);
+            wakes.wake_all();
         }
     }
 
@@ -254,8 +272,10 @@ impl<R: Runtime> Exclusive<R> {
             crate::proto::encode::check_input(sql, params.len())?;
             self.prepare_for(sql).await?;
             let (held, early) = (&self.held, &self.early);
-            // Not while this unit may still have to be sent again (see `early`).
-            let release = move || {
+            let unit = AtomicU64::new(0);
+            let release = || {
+                unit.store(held.conn.units_pushed(), Relaxed);
+                // Not while this unit may still have to be sent again (see `early`).
                 if !early.load(Relaxed) {
                     held.release_with_commit();
                 }
@@ -272,6 +292,7 @@ impl<R: Runtime> Exclusive<R> {
                     .run_on(&self.held.conn, sql, params, deadline, &framing)
                     .await;
                 if !self.failed_behind_previous(&r).await? {
+                    self.cancel_if_abandoned(&r, unit.load(Relaxed));
                     return r;
                 }
             }
@@ -301,6 +322,7 @@ impl<R: Runtime> Exclusive<R> {
                     .held
                     .conn
                     .submit_simple_framed(sql, &self.framing(false))?;
+                let unit = self.held.conn.units_pushed();
                 // Not while this unit may still have to be sent again (see `early`).
                 if ends && !self.early.load(Relaxed) {
                     self.held.release_with_commit();
@@ -318,6 +340,7 @@ impl<R: Runtime> Exclusive<R> {
                     r => r,
                 };
                 if !self.failed_behind_previous(&r).await? {
+                    self.cancel_if_abandoned(&r, unit);
                     return r;
                 }
             }

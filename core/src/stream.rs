@@ -37,27 +37,22 @@ impl<R: Runtime> Client<R> {
         framing: &Framing<'_>,
     ) -> Result<RowStream<'a>, Error> {
         let rt = self.runtime();
-        loop {
-            let stmt = with_deadline(rt, deadline, conn.statement(sql)).await?;
-            with_deadline(rt, deadline, self.complete_types(conn, &stmt, deadline)).await?;
-            if stmt.params().len() != params.len() {
-                return Err(Error::ParamCount {
-                    expected: stmt.params().len(),
-                    given: params.len(),
-                });
-            }
-            let sink = Arc::new(RowSink::new(conn.clone(), STREAM_CAPACITY));
-            if with_deadline(
-                rt,
-                deadline,
-                conn.submit_stream(&stmt, params, &sink, framing),
-            )
-            .await?
-            {
-                return Ok(RowStream::new(sink));
-            }
-            // Evicted between lookup and submit: prepare again.
+        let stmt = with_deadline(rt, deadline, conn.statement(sql)).await?;
+        with_deadline(rt, deadline, self.complete_types(conn, &stmt, deadline)).await?;
+        if stmt.params().len() != params.len() {
+            return Err(Error::ParamCount {
+                expected: stmt.params().len(),
+                given: params.len(),
+            });
         }
+        let sink = Arc::new(RowSink::new(conn.clone(), STREAM_CAPACITY));
+        with_deadline(
+            rt,
+            deadline,
+            conn.submit_stream(&stmt, params, &sink, framing),
+        )
+        .await?;
+        Ok(RowStream::new(sink))
     }
 }
 

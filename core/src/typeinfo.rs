@@ -252,16 +252,12 @@ impl<R: Runtime> Client<R> {
         deadline: Option<Instant>,
     ) -> Result<Vec<crate::Row>, Error> {
         self.type_cache().lookups.fetch_add(1, Relaxed);
-        loop {
-            let stmt = with_deadline(self.runtime(), deadline, conn.statement(sql)).await?;
-            // Catalog columns are built-in types: nothing to complete, so no lookup recursion.
-            if let Some(r) = self
-                .execute_prepared(conn, &stmt, &[&oid], deadline, &Framing::NONE)
-                .await?
-            {
-                return Ok(r.rows);
-            }
-        }
+        let stmt = with_deadline(self.runtime(), deadline, conn.statement(sql)).await?;
+        // Catalog columns are built-in types: nothing to complete, so no lookup recursion.
+        let r = self
+            .execute_prepared(conn, &stmt, &[&oid], deadline, &Framing::NONE)
+            .await?;
+        Ok(r.rows)
     }
 }
 

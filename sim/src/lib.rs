@@ -40,4 +40,14 @@ pub const REGRESSION_SEEDS: &[u64] = &[
     // were dropped when the task took over: the stream was misaligned and the connection
     // waited forever for a message of garbage length (found in 100,000 seeds).
     25048, 80616,
+    // A ROLLBACK that handed its connection on timed out; its cancel was sent while the next
+    // holder's BEGIN and statement were already behind it on the wire, and cancelled those.
+    11969,
+    // Four texts in a cache of two, one unit in flight: each text's statement was evicted by
+    // the others' prepares before its execution was queued, prepared again, evicted again
+    // (a livelock; found in 300,000 seeds).
+    306280,
+    // A unit skipped behind a failure in its Sync was sent again by its statement's name
+    // after a later prepare had closed that statement (evicted): 26000.
+    235769,
 ];

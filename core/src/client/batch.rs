@@ -101,6 +101,12 @@ impl<'a, R: Runtime> Batch<'a, R> {
     /// or bad input before anything is sent.
     pub async fn run(&self) -> Result<Vec<StatementResult>, Error> {
         let client = self.client;
+        // The in-flight FIFO counts a unit's statements in 16 bits.
+        if self.steps.len() > usize::from(u16::MAX) {
+            return Err(Error::BatchTooLarge {
+                statements: self.steps.len(),
+            });
+        }
         for (sql, params) in self.statements() {
             client.admit(sql, params.len())?;
         }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
 
-use super::on_demand::spawn_connection;
+use super::on_demand::{new_connection, start_task};
 use super::{Adapter, Client};
 use crate::driver::shared::ConnShared;
 use crate::exclusive::{finish_handover, Grant, Held, Pinned};
@@ -41,15 +41,12 @@ impl<R: Adapter> Client<R> {
                     }
                 }
                 Grant::Open => {
-                    let (shared, opened) = spawn_connection(
-                        &self.inner.rt,
-                        &self.inner.cfg,
-                        true,
-                        &self.inner.costs,
-                        &self.inner.types,
-                    );
+                    let inner = &self.inner;
+                    let shared = new_connection(&inner.cfg, true, &inner.costs, &inner.types);
+                    // Before the task starts: its end, however soon, must free the budget.
                     self.on_exit_free_budget(&shared);
                     pinned.register(&shared);
+                    let opened = start_task(&inner.rt, &inner.cfg, &shared, true);
                     let claim = Claim::new(pinned, &shared);
                     // On failure the claim's drop frees the slot.
                     futures_lite::future::poll_fn(|cx| opened.poll_block(cx)).await?;

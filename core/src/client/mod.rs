@@ -490,15 +490,9 @@ impl<R: Runtime> Client<R> {
                 Err(e) => return (conn, Err(e)),
             }
         }
-        let fresh = self.execute_fresh(conn, sql, &stmt, params, deadline, &Framing::NONE);
-        let r = match fresh.await {
-            Ok(Some(r)) => Ok(r),
-            Ok(None) => {
-                self.run_on(conn, sql, params, deadline, &Framing::NONE)
-                    .await
-            }
-            Err(e) => Err(e),
-        };
+        let r = self
+            .execute_fresh(conn, sql, &stmt, params, deadline, &Framing::NONE)
+            .await;
         (conn, r)
     }
 
@@ -548,22 +542,15 @@ impl<R: Runtime> Client<R> {
         deadline: Option<Instant>,
         framing: &Framing<'_>,
     ) -> Result<QueryResult, Error> {
-        loop {
-            let stmt = with_deadline(&self.inner.rt, deadline, conn.statement(sql)).await?;
-            if let Some(r) = self
-                .execute_fresh(conn, sql, &stmt, params, deadline, framing)
-                .await?
-            {
-                return Ok(r);
-            }
-            // Evicted between lookup and submit: prepare again.
-        }
+        let stmt = with_deadline(&self.inner.rt, deadline, conn.statement(sql)).await?;
+        self.execute_fresh(conn, sql, &stmt, params, deadline, framing)
+            .await
     }
 
     /// Executes `stmt`, preparing it once more when the server says a schema change made it
     /// stale (a type it uses was dropped and created again, a table's columns changed): that
     /// error comes before anything runs, so the retry cannot run the statement twice. Not in a
-    /// transaction, which the error has aborted. `Ok(None)`: evicted before it was queued.
+    /// transaction, which the error has aborted.
     async fn execute_fresh(
         &self,
         conn: &ConnShared,
@@ -572,7 +559,7 @@ impl<R: Runtime> Client<R> {
         params: &[&(dyn ToSql + Sync)],
         deadline: Option<Instant>,
         framing: &Framing<'_>,
-    ) -> Result<Option<QueryResult>, Error> {
+    ) -> Result<QueryResult, Error> {
         let rt = &self.inner.rt;
         with_deadline(rt, deadline, self.complete_types(conn, stmt, deadline)).await?;
         // A stale statement's error comes before anything of its unit ran, and only outside
@@ -582,7 +569,14 @@ impl<R: Runtime> Client<R> {
             .execute_prepared(conn, stmt, params, deadline, framing)
             .await
         {
-            Err(e) if is_stale_statement(&e) && conn.tx_status.load(Relaxed) == b'I' => {
+            // Not for a unit that ends its transaction: its connection may already belong to
+            // the next holder, whose status `tx_status` then says.
+            Err(e)
+                if is_stale_statement(&e)
+                    && framing.queued.is_none()
+                    && !framing.commit
+                    && conn.tx_status.load(Relaxed) == b'I' =>
+            {
                 if e.code().is_some_and(|c| c.as_str() == "26000") && self.inner.costs.unname() {
                     crate::observe::pooler_detected();
                 }
@@ -595,8 +589,7 @@ impl<R: Runtime> Client<R> {
         }
     }
 
-    /// Executes a prepared statement whose types are complete; `Ok(None)` if it was evicted
-    /// before it could be queued.
+    /// Executes a prepared statement whose types are complete.
     pub(crate) async fn execute_prepared(
         &self,
         conn: &ConnShared,
@@ -604,7 +597,7 @@ impl<R: Runtime> Client<R> {
         params: &[&(dyn ToSql + Sync)],
         deadline: Option<Instant>,
         framing: &Framing<'_>,
-    ) -> Result<Option<QueryResult>, Error> {
+    ) -> Result<QueryResult, Error> {
         if stmt.params().len() != params.len() {
             return Err(Error::ParamCount {
                 expected: stmt.params().len(),
@@ -612,13 +605,9 @@ impl<R: Runtime> Client<R> {
             });
         }
         let rt = &self.inner.rt;
-        match with_deadline(rt, deadline, conn.submit_execute(stmt, params, framing)).await? {
-            Some(w) => {
-                framing.was_queued();
-                wait(rt, deadline, &w).await.map(Some)
-            }
-            None => Ok(None),
-        }
+        let w = with_deadline(rt, deadline, conn.submit_execute(stmt, params, framing)).await?;
+        framing.was_queued();
+        wait(rt, deadline, &w).await
     }
 }
 

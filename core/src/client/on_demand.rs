@@ -72,15 +72,25 @@ pub(super) fn spawn_connection<R: Adapter>(
     costs: &Arc<CostTable>,
     types: &Arc<TypeCache>,
 ) -> (Arc<ConnShared>, Arc<Waiter<Result<(), Error>>>) {
-    let shared = Arc::new(ConnShared::new(
+    let shared = new_connection(cfg, exclusive, costs, types);
+    let opened = start_task(rt, cfg, &shared, exclusive);
+    (shared, opened)
+}
+
+/// A connection's shared state, before its task is started.
+pub(super) fn new_connection(
+    cfg: &Arc<Endpoint>,
+    exclusive: bool,
+    costs: &Arc<CostTable>,
+    types: &Arc<TypeCache>,
+) -> Arc<ConnShared> {
+    Arc::new(ConnShared::new(
         cfg.mailbox_size,
         cfg.statement_cache_size,
         costs.clone(),
         types.clone(),
         exclusive,
-    ));
-    let opened = start_task(rt, cfg, &shared, exclusive);
-    (shared, opened)
+    ))
 }
 
 pub(super) fn start_task<R: Adapter>(

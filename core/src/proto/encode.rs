@@ -69,6 +69,7 @@ pub struct Frame<'a> {
 
 impl Frame<'_> {
     /// No statement besides the unit's own.
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
     pub const NONE: Frame<'static> = Frame {
         before: None,
         after: None,
@@ -310,6 +311,51 @@ fn bind_values<'v>(
     }
 }
 
+/// Writes an execution unit's bytes (`Bind(statement) Execute`, no Sync) to `out` so they no
+/// longer need the named statement: an unnamed `Parse` of `sql` with `types`, then the same
+/// Bind naming the unnamed statement. For a unit sent again after its statement was closed
+/// (evicted from the cache meanwhile). `false`, writing nothing, if `unit` does not start
+/// with a well-formed Bind naming a statement.
+pub fn rebind_unnamed(unit: &[u8], sql: &str, types: &[Type], out: &mut BytesMut) -> bool {
+    let Some((bind, rest)) = split_bind(unit) else {
+        return false;
+    };
+    // Portal name, then the statement name: both NUL-terminated.
+    let body = &bind[5..];
+    let Some(portal_end) = body.iter().position(|&b| b == 0) else {
+        return false;
+    };
+    let after_portal = &body[portal_end + 1..];
+    let Some(name_len) = after_portal.iter().position(|&b| b == 0) else {
+        return false;
+    };
+    if name_len == 0 {
+        return false;
+    }
+    let start = out.len();
+    if frontend::parse("", sql, types.iter().map(Type::oid), out).is_err() {
+        out.truncate(start);
+        return false;
+    }
+    let len = (bind.len() - 1 - name_len) as u32;
+    out.extend_from_slice(b"B");
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&body[..=portal_end]);
+    out.extend_from_slice(&after_portal[name_len..]);
+    out.extend_from_slice(rest);
+    true
+}
+
+/// The leading Bind message of `unit` and what follows it.
+fn split_bind(unit: &[u8]) -> Option<(&[u8], &[u8])> {
+    if unit.first() != Some(&b'B') {
+        return None;
+    }
+    let len = u32::from_be_bytes(unit.get(1..5)?.try_into().ok()?) as usize;
+    let end = 1usize.checked_add(len)?;
+    (end <= unit.len() && len >= 4).then(|| unit.split_at(end))
+}
+
 fn io_err(e: std::io::Error) -> Error {
     Error::Protocol(format!("cannot encode message: {e}"))
 }
@@ -381,6 +427,37 @@ mod tests {
             &Type::INT4.oid().to_be_bytes()
         );
     }
+
+    #[test]
+    fn a_named_execution_rebinds_unnamed() {
+        let v: i32 = 7;
+        let mut named = BytesMut::new();
+        execute_framed("s1", "", &[Type::INT4], &[&v], Frame::NONE, &mut named).unwrap();
+        let unit = &named[..named.len() - SYNC_LEN];
+        let mut inline = BytesMut::new();
+        execute_framed(
+            "",
+            "SELECT $1",
+            &[Type::INT4],
+            &[&v],
+            Frame::NONE,
+            &mut inline,
+        )
+        .unwrap();
+
+        let mut out = BytesMut::new();
+        assert!(rebind_unnamed(unit, "SELECT $1", &[Type::INT4], &mut out));
+        // The same bytes as a unit encoded unnamed in the first place.
+        assert_eq!(&out[..], &inline[..inline.len() - SYNC_LEN]);
+
+        // Already unnamed, or not an execution: nothing written.
+        let mut none = BytesMut::new();
+        assert!(!rebind_unnamed(&out, "SELECT $1", &[Type::INT4], &mut none));
+        assert!(!rebind_unnamed(&unit[..3], "SELECT $1", &[], &mut none));
+        assert!(none.is_empty());
+    }
+
+    const SYNC_LEN: usize = 5;
 
     fn walk(buf: &[u8]) -> Vec<(u8, usize)> {
         let mut out = vec![];

@@ -400,6 +400,42 @@ pub async fn statement_cache_prepares_once_and_closes_on_eviction<H: Harness>() 
     db.close().await;
 }
 
+/// More texts in use than the cache holds, many callers at once: each text's statement is
+/// evicted by the others' prepares, often before its execution is queued; every call still
+/// completes with its own value (an evicted statement's execution parses it again, unnamed,
+/// in its own unit), and some evictions must have happened for the test to mean anything.
+pub async fn texts_churning_a_small_cache_all_complete<H: Harness>() {
+    let db = client::<H>(|c| {
+        c.pipeline_size = 1;
+        c.max_connections = 1;
+        c.statement_cache_size = 1;
+        c.max_in_flight = 1;
+        c.mailbox_size = 2;
+    })
+    .await;
+    let tasks: Vec<_> = (0..200i32)
+        .map(|i| {
+            let db = db.clone();
+            H::spawn(async move {
+                for round in 0..5i32 {
+                    // A thousand texts: concurrent first prepares of a few texts would grow
+                    // the cache past its size instead (entries being prepared are kept).
+                    let add = i * 5 + round;
+                    let sql = format!("SELECT $1::int4 + {add}");
+                    let v: i32 = db.query_one(&sql, &[&i]).await.unwrap().get(0);
+                    assert_eq!(v, i + add, "{sql}");
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await;
+    }
+    let s = db.stats().total;
+    assert!(s.closes_sent > 0, "the cache of one churned: {s:?}");
+    db.close().await;
+}
+
 pub async fn server_errors_are_read_through_typed_accessors<H: Harness>() {
     let table = format!("err_fields_{}", H::name());
     psql(&format!(

@@ -425,6 +425,7 @@ suite! {
         foundation::bad_input_is_refused_before_anything_is_sent: 60,
         foundation::password_authentication_methods: 60,
         foundation::statement_cache_prepares_once_and_closes_on_eviction: 60,
+        foundation::texts_churning_a_small_cache_all_complete: 60,
         foundation::typed_queries_take_one_round_trip_and_skip_the_cache: 60,
         foundation::close_drains_in_flight_work_then_refuses: 60,
         foundation::a_session_change_on_a_shared_connection_takes_it_out_of_service: 60,

@@ -497,7 +497,7 @@ pub async fn a_committing_transaction_hands_its_connection_on<H: Harness>() {
     .await;
     let insert: Arc<str> = format!("INSERT INTO {t} VALUES ($1)").into();
     let count: Arc<str> = format!("SELECT count(*)::int8 FROM {t}").into();
-    let waiting = |insert: Arc<str>, id: i32| {
+    let waiting = |db: &crate::Db<H>, insert: Arc<str>, id: i32| {
         let db = db.clone();
         H::spawn(async move {
             let tx = db.transaction().await.unwrap();
@@ -508,7 +508,7 @@ pub async fn a_committing_transaction_hands_its_connection_on<H: Harness>() {
     // A's last statement fails: nothing of A commits, B (queued behind it) commits.
     let a = db.transaction().await.unwrap();
     a.execute(&insert, &[&1i32]).await.unwrap();
-    let b = waiting(insert.clone(), 2);
+    let b = waiting(&db, insert.clone(), 2);
     wait_until::<H>(|| db.checkouts_waiting() == 1).await;
     let e = a
         .query_and_commit("SELECT 1 / $1::int4", &[&0i32])
@@ -522,7 +522,8 @@ pub async fn a_committing_transaction_hands_its_connection_on<H: Harness>() {
     let handed = db.stats().exclusive.early_handovers;
     assert!(
         handed >= 2,
-        "A's and B's COMMITs handed the connection on: {handed}"
+        "A's and B's COMMITs handed the connection on: {:?}",
+        db.stats().exclusive
     );
 
     // A commits with its last statement while a session waits: the session sees A's row.
@@ -537,5 +538,26 @@ pub async fn a_committing_transaction_hands_its_connection_on<H: Harness>() {
     wait_until::<H>(|| db.checkouts_waiting() == 1).await;
     a.execute_and_commit(&insert, &[&3i32]).await.unwrap();
     assert_eq!(session.await, 2);
+    db.close().await;
+
+    // A last statement whose caller stops waiting is cancelled: the transaction queued
+    // behind it does not wait for it to end (30 s).
+    let db = client::<H>(|c| {
+        c.pinned_size = 1;
+        c.max_connections = c.pipeline_size;
+        c.query_timeout = Some(Duration::from_millis(300));
+    })
+    .await;
+    let a = db.transaction().await.unwrap();
+    a.execute(&insert, &[&4i32]).await.unwrap();
+    let e = a
+        .query_and_commit("SELECT pg_sleep(30)", &[])
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::IndeterminateCommit { .. }), "{e:?}");
+    // B's statements (300 ms each) run only if A's was cancelled.
+    waiting(&db, insert.clone(), 5).await;
+    let n: i64 = db.query_one(&count, &[]).await.unwrap().get(0);
+    assert_eq!(n, 3, "A's cancelled transaction did not commit, B's did");
     db.close().await;
 }

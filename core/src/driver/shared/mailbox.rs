@@ -37,6 +37,20 @@ impl ConnShared {
         sql: &str,
         framing: &Framing<'_>,
     ) -> Result<(Arc<QueryWaiter>, bool), Error> {
+        let mut wakes = DeferredWakes::default();
+        let r = self.queue_simple(sql, framing, &mut wakes);
+        wakes.wake_all();
+        r
+    }
+
+    /// [`ConnShared::submit_simple_framed`], the task's wakeup deferred into `wakes` (for
+    /// callers that hold another lock, the exclusive pool's).
+    pub(crate) fn queue_simple(
+        &self,
+        sql: &str,
+        framing: &Framing<'_>,
+        wakes: &mut DeferredWakes,
+    ) -> Result<(Arc<QueryWaiter>, bool), Error> {
         let mut st = lock(&self.state);
         status_check(&st.status)?;
         let start = st.committed;
@@ -52,18 +66,27 @@ impl ConnShared {
             after: 0,
         };
         let token = Token::Query(waiter.clone());
-        let waker = self.push_unit(&mut st, start, token, UnitKind::Simple, frame, None);
-        drop(st);
-        if let Some(w) = waker {
-            w.wake();
+        if let Some(w) = self.push_unit(&mut st, start, token, UnitKind::Simple, frame, None) {
+            wakes.push(w);
         }
         Ok((waiter, begin.is_some()))
     }
 
-    /// Queues a bare Sync without waiting: its answer comes after every unit queued before it,
-    /// and its ReadyForQuery says the transaction status they left (an exclusive connection
-    /// released with work outstanding).
+    /// [`ConnShared::queue_status`], waking the task at once.
     pub(crate) fn submit_status_now(&self) -> Result<Arc<QueryWaiter>, Error> {
+        let mut wakes = DeferredWakes::default();
+        let r = self.queue_status(&mut wakes);
+        wakes.wake_all();
+        r
+    }
+
+    /// Queues a bare Sync without waiting (its wakeup deferred into `wakes`): its answer comes
+    /// after every unit queued before it, and its ReadyForQuery says the transaction status
+    /// they left (an exclusive connection released with work outstanding).
+    pub(crate) fn queue_status(
+        &self,
+        wakes: &mut DeferredWakes,
+    ) -> Result<Arc<QueryWaiter>, Error> {
         let mut st = lock(&self.state);
         status_check(&st.status)?;
         let start = st.committed;
@@ -71,31 +94,25 @@ impl ConnShared {
         encode::status(&mut st.buf);
         let waiter = Arc::new(QueryWaiter::new());
         let token = Token::Query(waiter.clone());
-        let waker = self.push_locked(&mut st, start, token, UnitKind::Status, false);
-        drop(st);
-        if let Some(w) = waker {
-            w.wake();
+        if let Some(w) = self.push_locked(&mut st, start, token, UnitKind::Status, false) {
+            wakes.push(w);
         }
         Ok(waiter)
     }
 
     /// Encodes an execute unit for `stmt` into the mailbox, waiting for room if it is full.
-    /// Returns `Ok(None)` if the statement was evicted meanwhile (the caller re-prepares).
     pub(crate) async fn submit_execute(
         &self,
         stmt: &Arc<Statement>,
         params: encode::Params<'_>,
         framing: &Framing<'_>,
-    ) -> Result<Option<Arc<QueryWaiter>>, Error> {
+    ) -> Result<Arc<QueryWaiter>, Error> {
         self.with_room(self.mailbox_size, |st| {
-            if !stmt.is_live() {
-                return Ok(None);
-            }
             let start = st.committed;
             st.buf.truncate(start);
             let (frame, wire) = framing.take();
             let r = encode::execute_framed(
-                &stmt.name,
+                name_or_inline(stmt),
                 &stmt.sql,
                 stmt.params(),
                 params,
@@ -110,10 +127,10 @@ impl ConnShared {
             let kind = UnitKind::Execute(stmt.columns().clone());
             let token = Token::Query(waiter.clone());
             let waker = self.push_unit(st, start, token, kind, frame, Some(stmt.clone()));
-            Ok(Some((waiter, waker)))
+            Ok((waiter, waker))
         })
         .await
-        .map(|r| r.map(wake_and_return))
+        .map(wake_and_return)
     }
 
     /// Encodes an atomic batch into one unit: each prepared statement with its parameters,
@@ -125,12 +142,9 @@ impl ConnShared {
         self.with_room(self.mailbox_size, |st| {
             let start = st.committed;
             st.buf.truncate(start);
-            // A statement evicted since its lookup (a cache smaller than the batch) rides
-            // unnamed, parsed again in the unit with the types it was prepared with.
-            let wire = steps.iter().map(|(s, p)| {
-                let name = if s.is_live() { &*s.name } else { "" };
-                (name, &*s.sql, s.params(), *p)
-            });
+            let wire = steps
+                .iter()
+                .map(|(s, p)| (name_or_inline(s), &*s.sql, s.params(), *p));
             encode::batch(wire, &mut st.buf)?;
             let unit = Arc::new(BatchUnit::new(steps.len()));
             let shape: Arc<[_]> = steps.iter().map(|(s, _)| s.columns().clone()).collect();
@@ -144,24 +158,21 @@ impl ConnShared {
     }
 
     /// Encodes a streaming execute unit for `stmt` (rows go to `sink` as they arrive), waiting
-    /// for room. `Ok(false)`: the statement was evicted meanwhile (the caller re-prepares).
+    /// for room.
     pub(crate) async fn submit_stream(
         &self,
         stmt: &Arc<Statement>,
         params: encode::Params<'_>,
         sink: &Arc<crate::driver::sinks::RowSink>,
         framing: &Framing<'_>,
-    ) -> Result<bool, Error> {
+    ) -> Result<(), Error> {
         let r = self
             .with_room(self.mailbox_size, |st| {
-                if !stmt.is_live() {
-                    return Ok(None);
-                }
                 let start = st.committed;
                 st.buf.truncate(start);
                 let (frame, wire) = framing.take();
                 let r = encode::execute_framed(
-                    &stmt.name,
+                    name_or_inline(stmt),
                     &stmt.sql,
                     stmt.params(),
                     params,
@@ -174,19 +185,13 @@ impl ConnShared {
                 }
                 let kind = UnitKind::Stream(stmt.columns().clone());
                 let token = Token::Stream(sink.clone());
-                let waker = self.push_unit(st, start, token, kind, frame, Some(stmt.clone()));
-                Ok(Some(waker))
+                Ok(self.push_unit(st, start, token, kind, frame, Some(stmt.clone())))
             })
             .await?;
-        Ok(match r {
-            Some(waker) => {
-                if let Some(w) = waker {
-                    w.wake();
-                }
-                true
-            }
-            None => false,
-        })
+        if let Some(w) = r {
+            w.wake();
+        }
+        Ok(())
     }
 
     /// Queues a COPY statement (simple protocol) as a unit of `kind`, waiting for room.
@@ -409,6 +414,18 @@ impl ConnShared {
             st.wake_pending = true;
             st.task_waker.take()
         }
+    }
+}
+
+/// The name a unit executes `stmt` under: its own, or, once evicted (by other texts prepared
+/// since its lookup, in a cache smaller than the texts in use), none: the unit parses it again
+/// unnamed, with the types it was prepared with. Preparing it anew instead could be evicted
+/// again before its execution, by the same churn, forever.
+fn name_or_inline(stmt: &Statement) -> &str {
+    if stmt.is_live() {
+        &stmt.name
+    } else {
+        ""
     }
 }
 

@@ -126,6 +126,11 @@ impl PendingBegin {
         self.pending.store(true, Relaxed);
     }
 
+    /// Whether the BEGIN is still to go out.
+    pub(crate) fn is_pending(&self) -> bool {
+        self.pending.load(Relaxed)
+    }
+
     /// Withdraws a BEGIN that never went out; `true` if there was one (nothing was sent, so
     /// there is no transaction to end).
     pub(crate) fn disarm(&self) -> bool {
@@ -266,11 +271,15 @@ pub(crate) struct ConnShared {
     pub(crate) abort_flag: AtomicBool,
     /// Transaction status from the last ReadyForQuery (`b'I'`, `b'T'`, `b'E'`).
     pub(crate) tx_status: AtomicU8,
-    /// An exclusive connection was released with work still running: cancel it, bounded...
+    /// An exclusive connection was released with work still running: cancel it, bounded
+    /// (see [`ConnShared::request_cancel`])...
     pub(crate) cancel_abandoned: AtomicBool,
-    /// ...once this many units are answered (those queued before its holder got the
-    /// connection: a previous holder's COMMIT must not be cancelled).
+    /// ...the units from this one on (those before it belong to earlier holders: a previous
+    /// holder's COMMIT must not be cancelled)...
     pub(crate) cancel_after: AtomicU64,
+    /// ...up to this one (excluded): units after it, a later holder's, wait in the mailbox
+    /// until the cancel is acknowledged, so it cannot reach them.
+    pub(crate) cancel_until: AtomicU64,
     /// Units ever queued here that the server answers with a ReadyForQuery (all but COPY
     /// data): on an exclusive connection, where no unit shares a Sync, equal to
     /// `counters.ready_received` once every one is answered.
@@ -329,6 +338,7 @@ impl ConnShared {
             tx_status: AtomicU8::new(b'I'),
             cancel_abandoned: AtomicBool::new(false),
             cancel_after: AtomicU64::new(0),
+            cancel_until: AtomicU64::new(0),
             pushed: AtomicU64::new(0),
             session_changed: AtomicBool::new(false),
             notifications: Mutex::new(Notifications::default()),
@@ -448,16 +458,13 @@ impl ConnShared {
         }
     }
 
-    /// Parks an exclusive connection idle in its pool; its task may now retire it.
-    pub(crate) fn pool_idle(&self) {
-        let waker = {
-            let mut st = lock(&self.state);
-            st.pooled = true;
-            st.task_waker.clone()
-        };
-        // The task arms its idle timer at its next tick.
-        if let Some(w) = waker {
-            w.wake();
+    /// Parks an exclusive connection idle in its pool; its task may now retire it (and arms
+    /// its idle timer when woken through `wakes`).
+    pub(crate) fn pool_idle(&self, wakes: &mut DeferredWakes) {
+        let mut st = lock(&self.state);
+        st.pooled = true;
+        if let Some(w) = st.task_waker.clone() {
+            wakes.push(w);
         }
     }
 
@@ -472,6 +479,12 @@ impl ConnShared {
     /// Stops accepting work; the task drains what was accepted, then closes.
     pub(crate) fn begin_close(&self) {
         let mut wakes = DeferredWakes::default();
+        self.begin_close_into(&mut wakes);
+        wakes.wake_all();
+    }
+
+    /// [`ConnShared::begin_close`], the wakeups deferred into `wakes`.
+    pub(crate) fn begin_close_into(&self, wakes: &mut DeferredWakes) {
         {
             let mut st = lock(&self.state);
             // A connection that is reconnecting must stop trying too.
@@ -479,12 +492,11 @@ impl ConnShared {
                 self.set_status(&mut st, Status::Closing);
             }
             // Callers waiting for room must see the new status.
-            self.wake_waiters(&mut st, &mut wakes);
+            self.wake_waiters(&mut st, wakes);
             if let Some(w) = st.task_waker.take() {
                 wakes.push(w);
             }
         }
-        wakes.wake_all();
     }
 
     /// Wakes the connection task (a streaming consumer made room, or went away).
@@ -517,6 +529,23 @@ impl ConnShared {
     /// Units queued here that the server answers with a ReadyForQuery, ever.
     pub(crate) fn units_pushed(&self) -> u64 {
         self.pushed.load(Relaxed)
+    }
+
+    /// Asks the task to cancel the units `from..until` (by queue position) of an exclusive
+    /// connection, bounded (`driver/cancel.rs`): abandoned by their holder. Widens a request
+    /// already pending. The task's wakeup goes to `wakes`.
+    pub(crate) fn request_cancel(&self, from: u64, until: u64, wakes: &mut DeferredWakes) {
+        if self.cancel_abandoned.load(Acquire) {
+            self.cancel_after.fetch_min(from, Relaxed);
+            self.cancel_until.fetch_max(until, Relaxed);
+        } else {
+            self.cancel_after.store(from, Relaxed);
+            self.cancel_until.store(until, Relaxed);
+        }
+        self.cancel_abandoned.store(true, Release);
+        if let Some(w) = lock(&self.state).task_waker.clone() {
+            wakes.push(w);
+        }
     }
 
     /// Units queued and not yet answered by their ReadyForQuery (exclusive connections).

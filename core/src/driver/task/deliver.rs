@@ -229,9 +229,20 @@ impl Handler<Sent> for Completer<'_> {
         sent.start = *self.pumped;
         sent.replay = 0;
         sent.joined = false;
-        self.wbuf.extend_from_slice(&bytes);
+        let at = self.wbuf.len();
+        // Its statement may have been closed since (evicted by a prepare sent after it): the
+        // unit then parses it again, unnamed.
+        let rebound = match &sent.stmt {
+            Some(s) if !s.is_live() => {
+                crate::proto::encode::rebind_unnamed(&bytes, &s.sql, s.params(), self.wbuf)
+            }
+            _ => false,
+        };
+        if !rebound {
+            self.wbuf.extend_from_slice(&bytes);
+        }
         self.wbuf.extend_from_slice(&SYNC);
-        *self.pumped += (bytes.len() + SYNC.len()) as u64;
+        *self.pumped += (self.wbuf.len() - at) as u64;
         self.resent.push((sent, kind));
     }
 

@@ -120,13 +120,19 @@ impl<R: Runtime> ConnTask<R> {
         // Not before the units of earlier holders are answered: the cancel must reach only
         // the releasing holder's statements.
         let due = self.shared.cancel_abandoned.load(Acquire)
-            && self.pipeline.ready_seen() >= self.shared.cancel_after.load(Relaxed);
+            && self.pipeline.ready_seen() >= self.shared.cancel_after.load(Relaxed)
+            && self.cancel_bound.is_none();
+        let until = self.shared.cancel_until.load(Relaxed);
+        // A later holder's units already on the wire (a connection handed on with its last
+        // unit) could be what the backend runs when the signal lands: the abandoned work is
+        // left to finish instead.
+        let sent = self.pipeline.ready_seen() + self.pipeline.len() as u64;
         if due
             && self.shared.cancel_abandoned.swap(false, Relaxed)
-            && !self.pipeline.is_empty()
-            && self.cancel_bound.is_none()
+            && self.pipeline.ready_seen() < until
+            && sent <= until
         {
-            let until = self.pipeline.ready_seen() + self.pipeline.len() as u64;
+            self.cancel_end = until;
             let deadline = self.rt.sleep_until(self.rt.now() + CANCEL_BOUND);
             self.cancel_bound = Some((until, deadline));
             if let Some(key) = self.session.backend_key {

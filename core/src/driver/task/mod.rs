@@ -8,7 +8,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -117,8 +117,10 @@ pub struct ConnTask<R: Runtime> {
     /// The last pump stopped at the write high-water mark with units still queued.
     queue_left: bool,
     /// Exclusive connections: a CancelRequest for abandoned work, and the bound on it (the
-    /// ReadyForQuery count that means the abandoned units are done, and its deadline).
+    /// ReadyForQuery count that means the abandoned units are done, and its deadline); while
+    /// the request is out, only units before `cancel_end` are sent.
     cancel: Option<Cancel<R>>,
+    cancel_end: u64,
     cancel_bound: Option<(u64, R::Sleep)>,
     /// How long the server has been silent with work in flight, and the check it leads to.
     silence: Silence,
@@ -174,6 +176,7 @@ impl<R: Runtime> ConnTask<R> {
             idle_timer: None,
             queue_left: false,
             cancel: None,
+            cancel_end: 0,
             cancel_bound: None,
             silence: Silence::default(),
             health: Health::Idle,
@@ -386,18 +389,29 @@ impl<R: Runtime> ConnTask<R> {
         // Nothing new goes out while a cancel may still signal the backend (see
         // `driver/cancel.rs`): from the release's flag (read under the lock its units were
         // queued under, so they are never ahead of it) to the server's acknowledgement.
-        let cancel_pending = self.exclusive && shared.cancel_abandoned.load(Relaxed);
+        let requested = self.exclusive && shared.cancel_abandoned.load(Acquire);
         // Due once the units of earlier holders are answered (`cancel_abandoned`); until then
         // their answers wake the task.
-        if cancel_pending && self.pipeline.ready_seen() >= shared.cancel_after.load(Relaxed) {
+        if requested && self.pipeline.ready_seen() >= shared.cancel_after.load(Relaxed) {
             cx.waker().wake_by_ref();
         }
-        let room = if cancel_pending || self.cancel.is_some() || self.stale.is_some() {
-            0
-        } else {
-            self.est
-                .window(self.cfg.max_in_flight)
-                .saturating_sub(self.pipeline.len())
+        // Units past the ones to cancel wait until the cancel is acknowledged.
+        let hold = match (requested, &self.cancel) {
+            (true, _) => Some(shared.cancel_until.load(Relaxed)),
+            (false, Some(_)) => Some(self.cancel_end),
+            (false, None) => None,
+        };
+        let window = self
+            .est
+            .window(self.cfg.max_in_flight)
+            .saturating_sub(self.pipeline.len());
+        let room = match hold {
+            _ if self.stale.is_some() => 0,
+            Some(end) => {
+                let sent = self.pipeline.ready_seen() + self.pipeline.len() as u64;
+                window.min(end.saturating_sub(sent) as usize)
+            }
+            None => window,
         };
         // One clock read per pump, not per unit.
         let now = if st.queue.is_empty() {
@@ -526,6 +540,10 @@ impl<R: Runtime> ConnTask<R> {
             self.pumped += copied as u64;
         }
         self.queue_left = self.wbuf.len() + bytes >= WRITE_HIGH_WATER && !st.queue.is_empty();
+        if st.pooled && !self.pooled {
+            // Parked idle just now: its idle time starts here, not at its holder's last unit.
+            self.last_active = self.rt.now();
+        }
         self.pooled = st.pooled;
         let idle_closing = matches!(st.status, Status::Closing | Status::Retiring)
             && st.queue.is_empty()
