@@ -39,12 +39,7 @@ impl<R: Runtime> Client<R> {
         let rt = self.runtime();
         let stmt = with_deadline(rt, deadline, conn.statement(sql)).await?;
         with_deadline(rt, deadline, self.complete_types(conn, &stmt, deadline)).await?;
-        if stmt.params().len() != params.len() {
-            return Err(Error::ParamCount {
-                expected: stmt.params().len(),
-                given: params.len(),
-            });
-        }
+        stmt.check_param_count(params.len())?;
         let sink = Arc::new(RowSink::new(conn.clone(), STREAM_CAPACITY));
         with_deadline(
             rt,

@@ -151,12 +151,7 @@ impl<'a, R: Runtime> Batch<'a, R> {
             for (sql, params) in self.statements() {
                 let stmt = with_deadline(rt, deadline, conn.statement(sql)).await?;
                 with_deadline(rt, deadline, client.complete_types(conn, &stmt, deadline)).await?;
-                if stmt.params().len() != params.len() {
-                    return Err(Error::ParamCount {
-                        expected: stmt.params().len(),
-                        given: params.len(),
-                    });
-                }
+                stmt.check_param_count(params.len())?;
                 steps.push((stmt, params));
             }
             let unit = with_deadline(rt, deadline, conn.submit_batch(&steps)).await?;

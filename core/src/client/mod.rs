@@ -598,12 +598,7 @@ impl<R: Runtime> Client<R> {
         deadline: Option<Instant>,
         framing: &Framing<'_>,
     ) -> Result<QueryResult, Error> {
-        if stmt.params().len() != params.len() {
-            return Err(Error::ParamCount {
-                expected: stmt.params().len(),
-                given: params.len(),
-            });
-        }
+        stmt.check_param_count(params.len())?;
         let rt = &self.inner.rt;
         let w = with_deadline(rt, deadline, conn.submit_execute(stmt, params, framing)).await?;
         framing.was_queued();

@@ -63,7 +63,15 @@ impl Statement {
         let _ = self.resolved.set((params, columns));
     }
 
-    /// Expected server time of one execution.
+    /// `ParamCount` unless `given` parameters are what the statement takes.
+    pub(crate) fn check_param_count(&self, given: usize) -> Result<(), Error> {
+        let expected = self.params().len();
+        if expected != given {
+            return Err(Error::ParamCount { expected, given });
+        }
+        Ok(())
+    }
+
     /// Whether the statement is still prepared under its name (false once evicted).
     pub(crate) fn is_live(&self) -> bool {
         self.live.load(Relaxed)
@@ -86,6 +94,7 @@ impl Statement {
         self.cost_ns.load(Relaxed) != 0
     }
 
+    /// Expected server time of one execution.
     pub(crate) fn estimate_ns(&self) -> u64 {
         match self.cost_ns.load(Relaxed) {
             0 => DEFAULT_COST_NS,
