@@ -66,6 +66,23 @@ pub fn find_pgbouncer() -> Result<PathBuf, HarnessError> {
     Err(HarnessError::BinariesNotFound { searched })
 }
 
+/// Whether a test that needs PgBouncer can run. Without the binary it prints a one-line note
+/// naming the package and returns false (the test passes as skipped), so the README's test
+/// command runs to the end on a machine with only PostgreSQL; `PGPIPE_REQUIRE_PGBOUNCER=1`
+/// (set by CI) turns the skip into a failure.
+pub fn available_or_skip(test: &str) -> bool {
+    match find_pgbouncer() {
+        Ok(_) => true,
+        Err(e) if std::env::var_os("PGPIPE_REQUIRE_PGBOUNCER").is_some() => {
+            panic!("{test}: PGPIPE_REQUIRE_PGBOUNCER is set, but {e}")
+        }
+        Err(_) => {
+            eprintln!("{test}: skipped, pgbouncer is not installed (apt-get install -y pgbouncer)");
+            false
+        }
+    }
+}
+
 impl PgBouncer {
     /// Starts PgBouncer in front of the server on 127.0.0.1:`upstream` (a [`crate::Cluster`]'s port)
     /// in `mode`, with `pool_size` server connections per (database, user) pool. Blocks until

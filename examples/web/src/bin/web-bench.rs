@@ -31,12 +31,13 @@ use serde::Serialize;
 
 const USAGE: &str = "usage: web-bench [--quick] [--rounds N] [--warmup S] [--duration S] \
 [--connections C] [--wrk-threads T] [--variants a,b,..] [--endpoints db,queries,fortunes,updates] \
-[--queries Q] [--max-connections K] [--pgpipe-options k=v&..] [--out-dir DIR] [--svg-dir DIR] [--url URL]
+[--queries Q] [--max-connections K] [--pgpipe-options k=v&..] [--out-dir DIR] [--svg-dir DIR] [--update-docs] [--url URL]
        web-bench --replot target/web-bench/web-bench-N.json [--svg-dir DIR]  (charts of a saved run)
   variants: pgpipe-glommio, pgpipe-tokio-axum, axum-deadpool, axum-tokio-postgres, each with
   options NAME[:cN][:mK][:wM][:unpinned] (connections, pgpipe max_connections, max_in_flight,
   glommio executors not pinned) and a #tag to enter one again (the A/A control).
-  Default: all four plus pgpipe-glommio#2.
+  Default: all four plus pgpipe-glommio#2. Results and charts go to --out-dir (target/web-bench);
+  --update-docs writes the charts to docs/bench/ instead (the committed report).
   web-bench serve ... runs one server (what the benchmark starts as its child).";
 
 struct Args {
@@ -53,6 +54,7 @@ struct Args {
     pgpipe_options: Option<String>,
     out_dir: PathBuf,
     svg_dir: PathBuf,
+    update_docs: bool,
     url: Option<String>,
     replot: Option<PathBuf>,
 }
@@ -79,7 +81,8 @@ fn parse_args(raw: &[String]) -> Result<Args, String> {
         max_connections: None,
         pgpipe_options: None,
         out_dir: PathBuf::from("target/web-bench"),
-        svg_dir: PathBuf::from("docs/bench"),
+        svg_dir: PathBuf::from("target/web-bench"),
+        update_docs: false,
         url: std::env::var("DATABASE_URL").ok(),
         replot: None,
     };
@@ -115,11 +118,20 @@ fn parse_args(raw: &[String]) -> Result<Args, String> {
                 a.svg_dir = value()?.into();
                 svg_set = true
             }
+            "--update-docs" => a.update_docs = true,
             "--url" => a.url = Some(value()?),
             "--replot" => a.replot = Some(value()?.into()),
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
+    }
+    if !svg_set {
+        // Charts land beside the run's JSON, never in the tree, unless asked for.
+        a.svg_dir = if a.update_docs {
+            PathBuf::from("docs/bench")
+        } else {
+            a.out_dir.clone()
+        };
     }
     if a.quick {
         // Every variant and endpoint, windows too short for figures; nothing in the tree.
