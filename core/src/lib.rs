@@ -25,6 +25,7 @@ mod copy;
 mod driver;
 pub mod error;
 mod exclusive;
+mod generic;
 pub mod guard;
 mod observe;
 mod proto;
@@ -45,6 +46,7 @@ pub use config::{
 pub use copy::{CopyIn, CopyOut};
 pub use driver::Notification;
 pub use error::{DbError, Error, ErrorKind, Reason, SqlState};
+pub use generic::{GenericClient, GenericTransaction};
 pub use row::{Column, Row, RowIndex};
 pub use session::{Savepoint, Session, Transaction};
 pub use stats::{ConnStats, ExclusiveStats, Stats};
@@ -85,13 +87,15 @@ pub use postgres_types as types;
 macro_rules! adapter_api {
     ($rt:ty) => {
         pub use $crate::config::{
-            ChannelBinding, Config, Keepalives, ReleaseReset, RootCert, SslMode, SslNegotiation,
-            TlsConfig, TlsVersion,
+            ChannelBinding, Config, Keepalives, LoadBalanceHosts, ReleaseReset, RootCert, Server,
+            SslMode, SslNegotiation, TargetSessionAttrs, TlsConfig, TlsVersion,
         };
         pub use $crate::error::{BoxError, DbError, Error, ErrorKind, Reason, SqlState};
         pub use $crate::row::{Column, Row, RowIndex};
         pub use $crate::stats::{ConnStats, ExclusiveStats, Stats};
-        pub use $crate::{guard, types, Notification};
+        pub use $crate::{binary_copy, config, error, guard, row, stats, types};
+        pub use $crate::{CopyIn, CopyOut, GenericClient, GenericTransaction, Notification};
+        pub use $crate::{RowStream, StatementResult};
 
         /// A pinned exclusive connection for session state (`SET`, `LISTEN`, temp tables),
         /// from `Client::session`.
@@ -107,7 +111,5 @@ macro_rules! adapter_api {
         /// Statements run all or nothing as one unit on the shared path, from
         /// `Client::batch`.
         pub type Batch<'a> = $crate::Batch<'a, $rt>;
-
-        pub use $crate::StatementResult;
     };
 }

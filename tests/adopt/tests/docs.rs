@@ -17,13 +17,18 @@ const DOCS: &[&str] = &[
     "docs/CONNECTING.md",
     "docs/TOPOLOGY.md",
     "docs/TRANSACTIONS.md",
+    "docs/DATA.md",
 ];
+
+/// This file, as the messages name it.
+const THIS: &str = "tests/adopt/tests/docs.rs";
 
 /// The repository root.
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ has a parent")
+        .ancestors()
+        .nth(2)
+        .expect("tests/adopt is two levels down")
         .to_path_buf()
 }
 
@@ -81,7 +86,7 @@ fn dedent(lines: &[&str]) -> Vec<String> {
 
 #[test]
 fn every_rust_block_of_the_docs_is_compiled_here() {
-    let source = std::fs::read_to_string(root().join("tests/tests/docs.rs")).unwrap();
+    let source = std::fs::read_to_string(root().join(THIS)).unwrap();
     for doc in DOCS {
         let text = std::fs::read_to_string(root().join(doc)).unwrap();
         let (blocks, regions) = (blocks(&text, "rust"), regions(&source, doc));
@@ -89,7 +94,7 @@ fn every_rust_block_of_the_docs_is_compiled_here() {
         for b in &blocks {
             assert!(
                 regions.contains(b),
-                "this ```rust block of {doc} is not in tests/tests/docs.rs (copy it between \
+                "this ```rust block of {doc} is not in {THIS} (copy it between \
                  `// {doc}: begin` and `// {doc}: end`):\n{}",
                 b.join("\n")
             );
@@ -97,7 +102,7 @@ fn every_rust_block_of_the_docs_is_compiled_here() {
         for r in &regions {
             assert!(
                 blocks.contains(r),
-                "this region of tests/tests/docs.rs is no block of {doc}:\n{}",
+                "this region of {THIS} is no block of {doc}:\n{}",
                 r.join("\n")
             );
         }
@@ -137,6 +142,7 @@ fn the_readme_runs_against_the_test_server() {
         readme_use().await.expect("README: Use");
         readme_types().await.expect("README: Types");
         transactions_cost().await.expect("TRANSACTIONS.md");
+        data().await.expect("DATA.md");
     });
 }
 
@@ -286,5 +292,49 @@ async fn connecting_unix_sockets() -> Result<(), pgpipe_smol::Error> {
     let db = pgpipe_smol::connect("postgres:///shop?host=/var/run/postgresql").await?;
     let db = pgpipe_smol::connect("postgres://%2Fvar%2Frun%2Fpostgresql/shop").await?;
     // docs/CONNECTING.md: end
+    Ok(())
+}
+
+#[rustfmt::skip]
+#[allow(unused_variables)]
+async fn data() -> Result<(), Box<dyn Error>> {
+    use postgres_types::{FromSql, ToSql};
+    let db = pgpipe_smol::connect(&std::env::var("DATABASE_URL")?).await?;
+    let session = db.session().await?;
+    session.batch_execute("DROP TYPE IF EXISTS mood CASCADE; CREATE TYPE mood AS ENUM ('sad', 'happy'); \
+                           CREATE TEMP TABLE items (id int, name text)").await?;
+    // docs/DATA.md: begin
+    #[derive(Debug, ToSql, FromSql)]
+    #[postgres(name = "mood")]
+    enum Mood { #[postgres(name = "sad")] Sad, #[postgres(name = "happy")] Happy }
+
+    let row = db.query_one("SELECT $1::mood", &[&Mood::Happy]).await?;
+    let m: Mood = row.get(0);
+    // docs/DATA.md: end
+    assert!(matches!(m, Mood::Happy));
+    // docs/DATA.md: begin
+    let mut w = session.copy_in("COPY items FROM STDIN (FORMAT csv)").await?;
+    w.write(b"1,apple\n2,pear\n").await?;
+    let copied = w.finish().await?;                     // rows copied
+
+    let mut out = session.copy_out("COPY items TO STDOUT").await?;
+    while let Some(chunk) = out.next().await { let chunk = chunk?; /* one row per chunk in text/CSV */ }
+    // docs/DATA.md: end
+    assert_eq!(copied, 2);
+    // docs/DATA.md: begin
+    use pgpipe_smol::binary_copy::{BinaryCopyInWriter, BinaryCopyOutStream};
+    use pgpipe_smol::types::Type;
+
+    let types = [Type::INT4, Type::TEXT];
+    let mut w = BinaryCopyInWriter::new(session.copy_in("COPY items FROM STDIN (FORMAT binary)").await?, &types);
+    w.write(&[&3i32, &"plum"]).await?;
+    let copied = w.finish().await?;                     // rows copied
+
+    let mut rows = BinaryCopyOutStream::new(session.copy_out("COPY items TO STDOUT (FORMAT binary)").await?, &types);
+    while let Some(row) = rows.next().await { let row = row?; let name: &str = row.get(1); }
+    // docs/DATA.md: end
+    assert_eq!(copied, 1);
+    drop(session);
+    db.close().await;
     Ok(())
 }
