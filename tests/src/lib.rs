@@ -176,6 +176,11 @@ pub enum HarnessError {
         /// Every place that was looked at, with what was found there.
         searched: Vec<String>,
     },
+    /// The `pgbouncer` binary was not found.
+    PgBouncerNotFound {
+        /// Every place that was looked at.
+        searched: Vec<String>,
+    },
     /// An I/O operation (file system, spawning a process, ...) failed.
     Io {
         /// What was being done.
@@ -228,6 +233,12 @@ impl fmt::Display for HarnessError {
                     searched.join("; ")
                 )
             }
+            HarnessError::PgBouncerNotFound { searched } => write!(
+                f,
+                "no pgbouncer binary found (install it with `apt-get install -y pgbouncer`, or set \
+                 PGPIPE_PGBOUNCER to its path); searched: {}",
+                searched.join("; ")
+            ),
             HarnessError::Io { context, source } => write!(f, "{context}: {source}"),
             HarnessError::CommandFailed {
                 command,

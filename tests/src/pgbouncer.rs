@@ -62,8 +62,7 @@ pub fn find_pgbouncer() -> Result<PathBuf, HarnessError> {
         }
         searched.push(format!("{}: not found", c.display()));
     }
-    searched.push("install it with `apt-get install -y pgbouncer`".into());
-    Err(HarnessError::BinariesNotFound { searched })
+    Err(HarnessError::PgBouncerNotFound { searched })
 }
 
 /// Whether a test that needs PgBouncer can run. Without the binary it prints a one-line note
