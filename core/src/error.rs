@@ -1,10 +1,12 @@
 //! Typed errors. Every failure a caller can see is one variant here; the variant says whether the
 //! statement may have run (see `Error::NotDispatched` vs `Error::Indeterminate`).
 
-use std::borrow::Cow;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
+
+mod sqlstate;
+pub use sqlstate::SqlState;
 
 /// A boxed error from a `ToSql` / `FromSql` implementation.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -98,13 +100,33 @@ pub enum Error {
     /// Connecting or talking to the server failed at the socket level.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
-    /// Authentication failed or asked for a method pgpipe does not implement.
+    /// The server refused to authenticate the connection (a wrong password, no `pg_hba.conf`
+    /// entry for this user and host, a missing client certificate, ...): its error, whose
+    /// SQLSTATE is in class 28 ([`SqlState::INVALID_PASSWORD`],
+    /// [`SqlState::INVALID_AUTHORIZATION_SPECIFICATION`]).
     #[error("authentication failed: {0}")]
-    Auth(String),
+    AuthRejected(Box<DbError>),
+    /// Authentication could not go on at the client: no password is configured, the server asks
+    /// for a method pgpipe does not implement, `channel_binding=require` cannot be met, or the
+    /// server's SCRAM messages or signature are wrong.
+    #[error("authentication failed: {message}")]
+    Auth {
+        /// What failed and what to do.
+        message: String,
+        /// The underlying error, where there is one (a malformed SCRAM message, ...).
+        #[source]
+        source: Option<BoxError>,
+    },
     /// TLS could not be set up, or the server failed one of its checks; the message says which
-    /// and what to do.
-    #[error("TLS: {0}")]
-    Tls(String),
+    /// and what to do, in one sentence.
+    #[error("TLS: {message}")]
+    Tls {
+        /// Which check failed and what to do.
+        message: String,
+        /// The TLS library's error (a `rustls::Error`) or the file error, where there is one.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The server broke the protocol (or sent something pgpipe cannot handle on this path); the
     /// connection was closed.
     #[error("protocol error: {0}")]
@@ -210,19 +232,60 @@ impl Error {
         }
     }
 
-    /// The server's error, when the server rejected the statement (or the BEGIN, COMMIT or
-    /// batch statement that carried it).
+    /// The server's error, wherever the server sent one: it rejected the statement (or the
+    /// BEGIN, COMMIT or batch statement that carried it), or refused the connection (an
+    /// unknown database, a wrong password, ...). For [`Error::NoServer`], the last attempt's.
     pub fn as_db(&self) -> Option<&DbError> {
         match self {
             Error::Db(e)
             | Error::BeginFailed(e)
             | Error::CommitFailed(e)
+            | Error::AuthRejected(e)
             | Error::BatchFailed { source: e, .. } => Some(e),
+            Error::NoServer { attempts } => attempts.last().and_then(|(_, e)| e.as_db()),
             _ => None,
         }
     }
 
-    /// The SQLSTATE, when the server rejected the statement.
+    /// Whether authentication failed, at the server ([`Error::AuthRejected`]) or at the client
+    /// ([`Error::Auth`]); also through [`Error::NoServer`] when its last attempt did.
+    pub fn is_auth(&self) -> bool {
+        match self {
+            Error::Auth { .. } | Error::AuthRejected(_) => true,
+            Error::NoServer { attempts } => attempts.last().is_some_and(|(_, e)| e.is_auth()),
+            _ => false,
+        }
+    }
+
+    pub(crate) fn auth(message: impl Into<String>) -> Error {
+        Error::Auth {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub(crate) fn auth_from(message: impl Into<String>, source: impl Into<BoxError>) -> Error {
+        Error::Auth {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    pub(crate) fn tls(message: impl Into<String>) -> Error {
+        Error::Tls {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub(crate) fn tls_from(message: impl Into<String>, source: impl Into<BoxError>) -> Error {
+        Error::Tls {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// The SQLSTATE, wherever the server sent one (see [`Error::as_db`]).
     pub fn code(&self) -> Option<&SqlState> {
         self.as_db().map(DbError::code)
     }
@@ -419,118 +482,6 @@ impl fmt::Display for DbError {
 
 impl std::error::Error for DbError {}
 
-/// A SQLSTATE code: five characters, the first two its class. Compare with the constants
-/// (`e.code() == Some(&SqlState::UNIQUE_VIOLATION)`) or as text (`code == "23505"`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub struct SqlState(Cow<'static, str>);
-
-macro_rules! sql_states {
-    ($($(#[$doc:meta])* $name:ident = $code:literal;)*) => {
-        impl SqlState {
-            $($(#[$doc])* pub const $name: SqlState = SqlState(Cow::Borrowed($code));)*
-        }
-    };
-}
-
-sql_states! {
-    /// `0A000`
-    FEATURE_NOT_SUPPORTED = "0A000";
-    /// `22003`
-    NUMERIC_VALUE_OUT_OF_RANGE = "22003";
-    /// `22012`
-    DIVISION_BY_ZERO = "22012";
-    /// `22P02`
-    INVALID_TEXT_REPRESENTATION = "22P02";
-    /// `23502`
-    NOT_NULL_VIOLATION = "23502";
-    /// `23503`
-    FOREIGN_KEY_VIOLATION = "23503";
-    /// `23505`
-    UNIQUE_VIOLATION = "23505";
-    /// `23514`
-    CHECK_VIOLATION = "23514";
-    /// `23P01`
-    EXCLUSION_VIOLATION = "23P01";
-    /// `25001`
-    ACTIVE_SQL_TRANSACTION = "25001";
-    /// `25006`
-    READ_ONLY_SQL_TRANSACTION = "25006";
-    /// `25P01`
-    NO_ACTIVE_SQL_TRANSACTION = "25P01";
-    /// `25P02`
-    IN_FAILED_SQL_TRANSACTION = "25P02";
-    /// `25P03`
-    IDLE_IN_TRANSACTION_SESSION_TIMEOUT = "25P03";
-    /// `26000`
-    INVALID_SQL_STATEMENT_NAME = "26000";
-    /// `28000`
-    INVALID_AUTHORIZATION_SPECIFICATION = "28000";
-    /// `28P01`
-    INVALID_PASSWORD = "28P01";
-    /// `3D000`
-    INVALID_CATALOG_NAME = "3D000";
-    /// `40001`
-    SERIALIZATION_FAILURE = "40001";
-    /// `40003`
-    STATEMENT_COMPLETION_UNKNOWN = "40003";
-    /// `40P01`
-    DEADLOCK_DETECTED = "40P01";
-    /// `42601`
-    SYNTAX_ERROR = "42601";
-    /// `42703`
-    UNDEFINED_COLUMN = "42703";
-    /// `42883`
-    UNDEFINED_FUNCTION = "42883";
-    /// `42P01`
-    UNDEFINED_TABLE = "42P01";
-    /// `53300`
-    TOO_MANY_CONNECTIONS = "53300";
-    /// `55P03`
-    LOCK_NOT_AVAILABLE = "55P03";
-    /// `57014`
-    QUERY_CANCELED = "57014";
-    /// `57P01`
-    ADMIN_SHUTDOWN = "57P01";
-    /// `57P03`
-    CANNOT_CONNECT_NOW = "57P03";
-    /// `XX000`
-    INTERNAL_ERROR = "XX000";
-}
-
-impl SqlState {
-    /// The code as the server sent it.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// The class: the code's first two characters (`23` for integrity constraint violations).
-    pub fn class(&self) -> &str {
-        self.0.get(..2).unwrap_or(&self.0)
-    }
-
-    pub(crate) fn from_server(code: String) -> SqlState {
-        SqlState(Cow::Owned(code))
-    }
-}
-
-impl fmt::Display for SqlState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl PartialEq<str> for SqlState {
-    fn eq(&self, other: &str) -> bool {
-        *self.0 == *other
-    }
-}
-
-impl PartialEq<&str> for SqlState {
-    fn eq(&self, other: &&str) -> bool {
-        *self.0 == **other
-    }
-}
-
 impl From<Box<DbError>> for Error {
     fn from(e: Box<DbError>) -> Self {
         Error::Db(e)
@@ -545,17 +496,7 @@ impl From<DbError> for Error {
 
 #[cfg(test)]
 mod tests {
-    use super::{Error, Reason, SqlState};
-
-    #[test]
-    fn sql_states_compare_as_constants_and_text() {
-        let from_server = SqlState::from_server("40001".to_owned());
-        assert_eq!(from_server, SqlState::SERIALIZATION_FAILURE);
-        assert!(from_server == "40001");
-        assert_eq!(from_server.class(), "40");
-        assert_eq!(SqlState::from_server("4".to_owned()).class(), "4");
-        assert_ne!(SqlState::DEADLOCK_DETECTED, SqlState::SERIALIZATION_FAILURE);
-    }
+    use super::{Error, Reason};
 
     #[test]
     fn reasons_read_as_text_and_carry_their_kind() {

@@ -490,14 +490,14 @@ fn refusal_names_reason_shortened_sql_and_remedy() {
     let text = err.to_string();
     assert!(text.contains("set"), "{text}");
     assert!(text.contains("SET application_name"), "{text}");
-    assert!(text.contains("use session() or transaction()"), "{text}");
+    assert!(text.contains("run it in session()"), "{text}");
     let _: &dyn std::error::Error = &err;
 
     let short = Guard::new(Mode::Default).check("BEGIN").unwrap_err();
     assert_eq!(short.sql, "BEGIN");
     let text = short.to_string();
     assert!(
-        text.contains("BEGIN") && text.contains("session()"),
+        text.contains("BEGIN") && text.contains("transaction()"),
         "{text}"
     );
 }

@@ -401,7 +401,7 @@ mod tests {
             judge(7, false, seen("fastpath function call", true)),
             Verdict::Unknown
         );
-        assert_eq!(open_failed(Error::Auth("no".into())), Verdict::Unknown);
+        assert_eq!(open_failed(Error::auth("no")), Verdict::Unknown);
         let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
         assert!(matches!(open_failed(Error::Io(io)), Verdict::HalfOpen(_)));
     }

@@ -389,7 +389,7 @@ impl<R: Runtime> Opening<R> {
                             self.begin_startup(Transport::Plain(sock), ep)?
                         }
                         b'N' => {
-                            return Poll::Ready(Err(Failure::Fatal(Error::Tls(format!(
+                            return Poll::Ready(Err(Failure::Fatal(Error::tls(format!(
                                 "the server does not support TLS, and sslmode={} requires it: \
                                  enable ssl on the server, or use sslmode=prefer",
                                 tls::mode_name(ep.config().tls.mode)
@@ -397,9 +397,8 @@ impl<R: Runtime> Opening<R> {
                         }
                         // An ErrorResponse: a server too old to know the SSLRequest.
                         b'E' => {
-                            return Poll::Ready(Err(Failure::Refused(Error::Tls(
-                                "the server rejected the SSLRequest (it predates TLS support)"
-                                    .into(),
+                            return Poll::Ready(Err(Failure::Refused(Error::tls(
+                                "the server rejected the SSLRequest (it predates TLS support)",
                             ))))
                         }
                         other => {
@@ -686,18 +685,19 @@ fn handshake_error(ep: &Endpoint, server: usize, e: std::io::Error) -> Error {
         .get_ref()
         .and_then(|inner| inner.downcast_ref::<rustls::Error>())
     {
-        Some(tls_err) => Error::Tls(tls::explain(tls_err, &server.host)),
+        Some(tls_err) => Error::tls_from(tls::explain(tls_err, &server.host), e),
         None if server
             .tls
             .as_ref()
             .is_some_and(|t| t.negotiation == SslNegotiation::Direct) =>
         {
-            Error::Tls(format!(
+            let message = format!(
                 "the TLS handshake failed ({e}); sslnegotiation=direct needs PostgreSQL 17 or \
                  later: use sslnegotiation=postgres for older servers"
-            ))
+            );
+            Error::tls_from(message, e)
         }
-        None => Error::Tls(format!("the TLS handshake failed: {e}")),
+        None => Error::tls_from(format!("the TLS handshake failed: {e}"), e),
     }
 }
 
@@ -706,7 +706,7 @@ fn transport_error(e: std::io::Error) -> Error {
         .get_ref()
         .and_then(|inner| inner.downcast_ref::<rustls::Error>())
     {
-        Some(tls_err) => Error::Tls(format!("TLS error: {tls_err}")),
+        Some(tls_err) => Error::tls_from(format!("the TLS session failed: {tls_err}"), e),
         None => Error::Io(e),
     }
 }

@@ -87,53 +87,6 @@ impl fmt::Display for Reason {
     }
 }
 
-/// A statement the guard refused for the shared path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    /// The rule that refused it.
-    pub reason: Reason,
-    /// The statement, shortened to its first [`SHOWN_CHARS`] characters plus `…` if longer.
-    pub sql: String,
-}
-
-/// How many characters of the refused SQL a [`Refusal`] keeps.
-pub const SHOWN_CHARS: usize = 120;
-
-impl Refusal {
-    fn new(reason: Reason, sql: &str) -> Refusal {
-        Refusal {
-            reason,
-            sql: shorten(sql, SHOWN_CHARS),
-        }
-    }
-}
-
-impl fmt::Display for Refusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "statement refused on the shared path ({}): {:?}; use session() or transaction() \
-             for statements that change session state",
-            self.reason, self.sql
-        )
-    }
-}
-
-impl std::error::Error for Refusal {}
-
-/// The first `max` characters of `s`, plus `…` when something was cut.
-fn shorten(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((at, _)) => {
-            let mut out = String::with_capacity(at + '…'.len_utf8());
-            out.push_str(&s[..at]);
-            out.push('…');
-            out
-        }
-        None => s.to_owned(),
-    }
-}
-
 /// Default number of verdicts a [`Guard`] remembers.
 pub const DEFAULT_CACHE_CAPACITY: usize = 2048;
 
@@ -223,6 +176,7 @@ mod lex;
 mod mask;
 mod names;
 mod read_only;
+mod refusal;
 mod rules;
 #[cfg(test)]
 mod tests;
@@ -230,4 +184,5 @@ mod tests;
 use cache::Cache;
 pub use mask::{mask, needs_masking};
 pub use read_only::is_read_only;
+pub use refusal::{Refusal, RefusalKind, SHOWN_CHARS};
 use rules::verdict;

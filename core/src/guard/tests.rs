@@ -170,8 +170,8 @@ fn refusal_names_reason_sql_and_remedy() {
     assert_eq!(err.sql.chars().count(), SHOWN_CHARS + 1);
     assert!(err.sql.ends_with('…'));
     let text = err.to_string();
-    assert!(text.contains("leading keyword `set`"), "{text}");
-    assert!(text.contains("use session() or transaction()"), "{text}");
+    assert!(text.contains("`SET` changes session state"), "{text}");
+    assert!(text.contains("run it in session()"), "{text}");
 }
 
 #[test]

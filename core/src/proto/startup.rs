@@ -104,9 +104,10 @@ impl Startup {
     }
 
     fn password(&self) -> Result<&[u8], Error> {
-        self.password.as_deref().map(str::as_bytes).ok_or_else(|| {
-            Error::Auth("the server asked for a password and none was configured".into())
-        })
+        self.password
+            .as_deref()
+            .map(str::as_bytes)
+            .ok_or_else(|| Error::auth("the server asked for a password and none was configured"))
     }
 
     /// Handles one backend message, writing any reply into `out`.
@@ -115,10 +116,9 @@ impl Startup {
         match msg {
             Message::AuthenticationOk => {
                 if self.binding.mode == BindingMode::Require && !self.bound {
-                    return Err(Error::Auth(
+                    return Err(Error::auth(
                         "channel_binding=require, but the server authenticated this connection \
-                         without channel binding (it needs SCRAM-SHA-256 over TLS)"
-                            .into(),
+                         without channel binding (it needs SCRAM-SHA-256 over TLS)",
                     ));
                 }
             }
@@ -149,11 +149,10 @@ impl Startup {
                         ChannelBinding::tls_server_end_point(data),
                     ),
                     _ if self.binding.mode == BindingMode::Require => {
-                        return Err(Error::Auth(
+                        return Err(Error::auth(
                             "channel_binding=require, but SCRAM-SHA-256-PLUS is not possible \
                              here (it needs TLS, a server that offers it and a certificate \
-                             signed with RSA or ECDSA)"
-                                .into(),
+                             signed with RSA or ECDSA)",
                         ))
                     }
                     // We could bind but the server did not offer it: say so ('y'), so a
@@ -161,8 +160,8 @@ impl Startup {
                     Some(_) if has_scram => (sasl::SCRAM_SHA_256, ChannelBinding::unrequested()),
                     _ if has_scram => (sasl::SCRAM_SHA_256, ChannelBinding::unsupported()),
                     _ => {
-                        return Err(Error::Auth(
-                            "the server offers no SASL mechanism pgpipe supports".into(),
+                        return Err(Error::auth(
+                            "the server offers no SASL mechanism pgpipe supports",
                         ))
                     }
                 };
@@ -178,7 +177,7 @@ impl Startup {
                     .ok_or_else(|| Error::Protocol("SASL continue without SASL start".into()))?;
                 scram
                     .update(body.data())
-                    .map_err(|e| Error::Auth(format!("SCRAM: {e}")))?;
+                    .map_err(|e| Error::auth_from(format!("SCRAM: {e}"), e))?;
                 frontend::sasl_response(scram.message(), out).map_err(enc)?;
             }
             Message::AuthenticationSaslFinal(body) => {
@@ -188,15 +187,22 @@ impl Startup {
                     .ok_or_else(|| Error::Protocol("SASL final without SASL start".into()))?;
                 scram
                     .finish(body.data())
-                    .map_err(|e| Error::Auth(format!("SCRAM server signature: {e}")))?;
+                    .map_err(|e| {
+                        Error::auth_from(
+                            format!("the server's SCRAM signature is wrong (is it the server you meant?): {e}"),
+                            e,
+                        )
+                    })?;
             }
             Message::AuthenticationGss
             | Message::AuthenticationSspi
             | Message::AuthenticationKerberosV5
             | Message::AuthenticationScmCredential
             | Message::AuthenticationGssContinue(_) => {
-                return Err(Error::Auth(
-                    "the server asks for an authentication method pgpipe does not support".into(),
+                return Err(Error::auth(
+                    "the server asks for an authentication method pgpipe does not support \
+                     (GSSAPI, SSPI, Kerberos or SCM credentials): allow password, md5 or \
+                     scram-sha-256 for this user in pg_hba.conf",
                 ))
             }
             Message::ParameterStatus(body) => {
@@ -224,7 +230,7 @@ impl Startup {
                 let err = parse_error_fields(&raw);
                 // 28P01 invalid_password, 28000 invalid_authorization_specification.
                 return Err(if err.code.class() == "28" {
-                    Error::Auth(err.to_string())
+                    Error::AuthRejected(Box::new(err))
                 } else {
                     Error::from(err)
                 });

@@ -59,14 +59,16 @@ impl TlsConnector {
         let versions = versions(tls)?;
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&versions)
-            .map_err(|e| tls_error(format!("no usable TLS version: {e}")))?;
+            .map_err(|e| Error::tls_from(format!("no usable TLS version: {e}"), e))?;
         let verifier: Arc<dyn rustls::client::danger::ServerCertVerifier> = match mode {
             SslMode::VerifyCa | SslMode::VerifyFull => {
                 let roots = Arc::new(load_roots(tls)?);
                 let webpki =
                     rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider)
                         .build()
-                        .map_err(|e| tls_error(format!("cannot use the root certificates: {e}")))?;
+                        .map_err(|e| {
+                            Error::tls_from(format!("cannot use the root certificates: {e}"), e)
+                        })?;
                 if mode == SslMode::VerifyCa {
                     Arc::new(verify::IgnoreName(webpki))
                 } else {
@@ -89,11 +91,12 @@ impl TlsConnector {
                 builder
                     .with_client_auth_cert(load_certs(cert)?, load_key(key)?)
                     .map_err(|e| {
-                        tls_error(format!(
+                        let message = format!(
                             "the client certificate {} and key {} do not fit together: {e}",
                             cert.display(),
                             key.display()
-                        ))
+                        );
+                        Error::tls_from(message, e)
                     })?
             }
             (None, Some(key)) => {
@@ -140,7 +143,7 @@ impl TlsConnector {
     /// A new client-side TLS session for one connection.
     pub(crate) fn session(&self) -> Result<rustls::ClientConnection, Error> {
         rustls::ClientConnection::new(self.config.clone(), self.name.clone())
-            .map_err(|e| tls_error(format!("cannot start TLS: {e}")))
+            .map_err(|e| Error::tls_from(format!("cannot start TLS: {e}"), e))
     }
 }
 
@@ -220,10 +223,8 @@ fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, Error> {
     let certs = CertificateDer::pem_file_iter(path)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
         .map_err(|e| {
-            tls_error(format!(
-                "cannot read certificates from {}: {e}",
-                path.display()
-            ))
+            let message = format!("cannot read certificates from {}: {e}", path.display());
+            Error::tls_from(message, e)
         })?;
     if certs.is_empty() {
         return Err(tls_error(format!(
@@ -236,10 +237,11 @@ fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, Error> {
 
 fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, Error> {
     PrivateKeyDer::from_pem_file(path).map_err(|e| {
-        tls_error(format!(
+        let message = format!(
             "cannot read a private key from {} (PEM, unencrypted): {e}",
             path.display()
-        ))
+        );
+        Error::tls_from(message, e)
     })
 }
 
@@ -256,37 +258,153 @@ pub(crate) fn mode_name(mode: SslMode) -> &'static str {
 }
 
 pub(crate) fn tls_error(reason: String) -> Error {
-    Error::Tls(reason)
+    Error::tls(reason)
 }
 
-/// A failed TLS handshake, explained: which check failed and what to do about it.
+/// A failed TLS handshake, explained in one sentence: which check failed and what to do.
 pub(crate) fn explain(err: &rustls::Error, host: &str) -> String {
     use rustls::CertificateError as C;
-    match err {
-        rustls::Error::InvalidCertificate(cert) => match cert {
-            C::UnknownIssuer => "the server's certificate is not signed by a trusted CA: point \
-                sslrootcert at the CA that issued it (or use sslmode=require to encrypt without \
-                verifying)"
-                .to_owned(),
-            C::NotValidForName | C::NotValidForNameContext { .. } => format!(
-                "the server's certificate is not valid for the host name {host:?}: connect with a \
-                 name the certificate lists, or use sslmode=verify-ca to check only the CA ({cert:?})"
-            ),
-            C::Expired | C::ExpiredContext { .. } => format!(
-                "the server's certificate has expired ({cert:?}): the server needs a renewed \
-                 certificate"
-            ),
-            C::NotValidYet | C::NotValidYetContext { .. } => format!(
-                "the server's certificate is not valid yet ({cert:?}): check the clocks of \
-                 client and server"
-            ),
-            C::Revoked => "the server's certificate has been revoked".to_owned(),
-            other => format!("the server's certificate was rejected: {other:?}"),
-        },
-        rustls::Error::AlertReceived(alert) => format!(
-            "the server aborted the TLS handshake ({alert:?}); if it asks for a client \
-             certificate, set sslcert and sslkey"
+    let cert = match err {
+        rustls::Error::InvalidCertificate(cert) => cert,
+        rustls::Error::AlertReceived(alert) => {
+            return format!(
+                "the server aborted the TLS handshake ({}); if it asks for a client \
+                 certificate, set sslcert and sslkey",
+                words(&format!("{alert:?}"))
+            )
+        }
+        other => return format!("the TLS handshake failed: {other}"),
+    };
+    match cert {
+        C::UnknownIssuer => "the server's certificate is not signed by a trusted CA: point \
+            sslrootcert at the CA that issued it (or use sslmode=require to encrypt without \
+            verifying)"
+            .to_owned(),
+        C::NotValidForName | C::NotValidForNameContext { .. } => {
+            let names = match cert {
+                C::NotValidForNameContext { presented, .. } if presented.is_empty() => {
+                    " (it names no host)".to_owned()
+                }
+                C::NotValidForNameContext { presented, .. } => {
+                    format!(" (it names {})", presented.join(", "))
+                }
+                _ => String::new(),
+            };
+            format!(
+                "the server's certificate is not valid for the host name {host:?}{names}: \
+                 connect with a name the certificate lists, or use sslmode=verify-ca to check \
+                 only the CA"
+            )
+        }
+        C::Expired | C::ExpiredContext { .. } => {
+            let ago = match cert {
+                C::ExpiredContext { time, not_after } => {
+                    format!(
+                        " {} ago",
+                        span(time.as_secs().saturating_sub(not_after.as_secs()))
+                    )
+                }
+                _ => String::new(),
+            };
+            format!("the server's certificate expired{ago}: the server needs a renewed certificate")
+        }
+        C::NotValidYet | C::NotValidYetContext { .. } => {
+            let when = match cert {
+                C::NotValidYetContext { time, not_before } => format!(
+                    " for another {}",
+                    span(not_before.as_secs().saturating_sub(time.as_secs()))
+                ),
+                _ => String::new(),
+            };
+            format!(
+                "the server's certificate is not valid yet{when}: check the clocks of client \
+                 and server"
+            )
+        }
+        C::Revoked => "the server's certificate has been revoked".to_owned(),
+        C::BadSignature => "the server's certificate is not correctly signed by its issuer".into(),
+        C::BadEncoding => "the server's certificate is not correctly encoded".to_owned(),
+        C::InvalidPurpose | C::InvalidPurposeContext { .. } => {
+            "the server's certificate is not issued for TLS servers (its extended key usage)"
+                .to_owned()
+        }
+        other => format!(
+            "the server's certificate was rejected: {}",
+            words(&other.to_string())
         ),
-        other => format!("TLS handshake failed: {other}"),
+    }
+}
+
+/// `CertificateRequired` as `certificate required`: rustls names some errors only by their
+/// variant.
+fn words(debug: &str) -> String {
+    let mut out = String::with_capacity(debug.len() + 4);
+    for (i, c) in debug.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push(' ');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A number of seconds as people say it.
+fn span(secs: u64) -> String {
+    match secs {
+        0..=119 => format!("{secs} seconds"),
+        120..=7199 => format!("{} minutes", secs / 60),
+        7200..=172_799 => format!("{} hours", secs / 3600),
+        _ => format!("{} days", secs / 86_400),
+    }
+}
+
+#[cfg(test)]
+mod explain_tests {
+    use super::{explain, span, words};
+    use rustls::pki_types::{ServerName, UnixTime};
+    use rustls::CertificateError as C;
+    use std::time::Duration;
+
+    fn bad(cert: C) -> String {
+        explain(&rustls::Error::InvalidCertificate(cert), "db.example")
+    }
+
+    #[test]
+    fn handshake_failures_read_as_one_sentence() {
+        let name = bad(C::NotValidForNameContext {
+            expected: ServerName::try_from("db.example").unwrap(),
+            presented: vec!["localhost".into(), "127.0.0.1".into()],
+        });
+        assert!(
+            name.contains("\"db.example\" (it names localhost, 127.0.0.1)"),
+            "{name}"
+        );
+        let expired = bad(C::ExpiredContext {
+            time: UnixTime::since_unix_epoch(Duration::from_secs(10 * 86_400)),
+            not_after: UnixTime::since_unix_epoch(Duration::from_secs(7 * 86_400)),
+        });
+        assert!(expired.contains("expired 3 days ago"), "{expired}");
+        let alert = explain(
+            &rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRequired),
+            "h",
+        );
+        assert!(alert.contains("(certificate required)"), "{alert}");
+        // No Debug dump of rustls' structures in any of them.
+        for text in [
+            name,
+            expired,
+            alert,
+            bad(C::BadSignature),
+            bad(C::UnknownIssuer),
+        ] {
+            assert!(!text.contains('{') && !text.contains("Context"), "{text}");
+        }
+        assert_eq!(words("HandshakeFailure"), "handshake failure");
+        assert_eq!(span(90), "90 seconds");
+        assert_eq!(span(3 * 3600), "3 hours");
     }
 }

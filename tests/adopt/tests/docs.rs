@@ -18,6 +18,7 @@ const DOCS: &[&str] = &[
     "docs/TOPOLOGY.md",
     "docs/TRANSACTIONS.md",
     "docs/DATA.md",
+    "docs/ERRORS.md",
 ];
 
 /// This file, as the messages name it.
@@ -143,7 +144,48 @@ fn the_readme_runs_against_the_test_server() {
         readme_types().await.expect("README: Types");
         transactions_cost().await.expect("TRANSACTIONS.md");
         data().await.expect("DATA.md");
+        errors().await.expect("ERRORS.md");
     });
+}
+
+#[rustfmt::skip]
+async fn errors() -> Result<(), Box<dyn Error>> {
+    // docs/ERRORS.md: begin
+    use pgpipe_smol::guard::RefusalKind;
+    use pgpipe_smol::{Error, SqlState};
+
+    let db = pgpipe_smol::connect(&std::env::var("DATABASE_URL")?).await?;
+    let e = db.execute("SELECT 1 / 0", &[]).await.unwrap_err();
+    assert_eq!(e.code(), Some(&SqlState::DIVISION_BY_ZERO));
+    assert_eq!(e.code().and_then(SqlState::condition_name), Some("division_by_zero"));
+    assert_eq!(e.code().and_then(SqlState::class_title), Some("Data Exception"));
+
+    // The guard says what kind of statement it refused and what to run instead.
+    match db.execute("SET search_path TO app", &[]).await {
+        Err(Error::Refused(r)) => {
+            assert_eq!(r.kind(), RefusalKind::SessionChanging);
+            assert!(r.advice().contains("options=-c search_path=app"));
+        }
+        other => panic!("{other:?}"),
+    }
+    db.close().await;
+    // docs/ERRORS.md: end
+    Ok(())
+}
+
+/// Compiled only: the host does not exist here.
+#[allow(dead_code)]
+#[rustfmt::skip]
+async fn errors_login() -> Result<(), pgpipe_tokio::Error> {
+    // docs/ERRORS.md: begin
+    match pgpipe_tokio::connect("postgres://app:typo@db.example/shop").await {
+        Err(e) if e.code() == Some(&pgpipe_tokio::SqlState::INVALID_PASSWORD) => { /* ask again */ }
+        Err(e) if e.is_auth() => { /* another authentication problem: e says which */ }
+        Err(e) => return Err(e),
+        Ok(db) => db.close().await,
+    }
+    // docs/ERRORS.md: end
+    Ok(())
 }
 
 #[rustfmt::skip]

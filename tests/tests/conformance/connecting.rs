@@ -206,7 +206,7 @@ pub async fn channel_binding_matches_libpq<H: Harness>() {
         plaintext_server().port()
     );
     let e = pgpipe_ssl::<H>(&s).await.expect_err("no TLS, no binding");
-    assert!(matches!(e, Error::Auth(_)), "{e}");
+    assert!(matches!(e, Error::Auth { .. }), "{e}");
 }
 
 fn tls_string(extra: &str) -> String {
@@ -217,9 +217,19 @@ fn tls_string(extra: &str) -> String {
     )
 }
 
-fn assert_tls_error(r: Result<bool, Error>, needle: &str) {
+/// A TLS error whose message holds `needle` and reads as a sentence (no Debug dump of the TLS
+/// library's structures); returns it for further checks.
+fn assert_tls_error(r: Result<bool, Error>, needle: &str) -> Error {
     match r {
-        Err(Error::Tls(msg)) => assert!(msg.contains(needle), "{msg:?} lacks {needle:?}"),
+        Err(e @ Error::Tls { .. }) => {
+            let msg = e.to_string();
+            assert!(msg.contains(needle), "{msg:?} lacks {needle:?}");
+            assert!(
+                !msg.contains('{') && !msg.contains("Context"),
+                "a Debug dump in {msg:?}"
+            );
+            e
+        }
         other => panic!("expected a TLS error with {needle:?}, got {other:?}"),
     }
 }
@@ -247,7 +257,10 @@ pub async fn certificate_checks_say_which_failed<H: Harness>() {
     // A name it does not list; verify-ca does not check names.
     let wrong = tls_string("hostaddr=127.0.0.1 sslmode=verify-full")
         .replace("host=localhost", "host=wrong.example");
-    assert_tls_error(pgpipe_ssl::<H>(&wrong).await, "not valid for the host name");
+    let e = assert_tls_error(pgpipe_ssl::<H>(&wrong).await, "not valid for the host name");
+    assert!(e.to_string().contains("(it names "), "{e}");
+    // The TLS library's error stays reachable as the source.
+    assert!(std::error::Error::source(&e).is_some(), "{e:?}");
     let ca_only = wrong.replace("verify-full", "verify-ca");
     assert!(pgpipe_ssl::<H>(&ca_only).await.unwrap());
     // `require` with a root certificate verifies the chain, as libpq does.
@@ -304,7 +317,8 @@ pub async fn client_certificates_log_in<H: Harness>() {
         .await
         .expect("certificate login"));
     let e = pgpipe_ssl::<H>(&base).await.expect_err("no certificate");
-    assert!(matches!(e, Error::Auth(_)), "{e}");
+    assert!(e.is_auth(), "{e}");
+    assert_eq!(e.code().map(|c| c.class()), Some("28"), "{e}");
     // A certificate without its key is a configuration error that names both keywords.
     let half = format!("{base} sslcert={}", tls.client_cert().display());
     let e = pgpipe_ssl::<H>(&half).await.expect_err("no key");
@@ -412,7 +426,7 @@ pub async fn environment_and_password_file<H: Harness>() {
     let cfg = Config::parse_with_env("", |k| env.get(k).map(|v| v.to_string())).unwrap();
     assert_eq!(cfg.password, None);
     let e = H::connect(cfg).await.map(|_| ()).expect_err("no password");
-    assert!(matches!(e, Error::Auth(_)), "{e}");
+    assert!(matches!(e, Error::Auth { .. }), "{e}");
     // `options` sets a startup parameter on every connection alike.
     let s = format!(
         "host=localhost port={port} user={SUPERUSER} dbname=postgres sslmode=disable \
@@ -478,7 +492,8 @@ pub async fn a_wrong_password_fails_once_and_stays_secret<H: Harness>() {
         .await
         .map(|_| ())
         .expect_err("wrong password");
-    assert!(matches!(e, Error::Auth(_)), "{e}");
+    assert!(matches!(e, Error::AuthRejected(_)), "{e}");
+    assert_eq!(e.code(), Some(&pgpipe::SqlState::INVALID_PASSWORD), "{e}");
     assert!(
         !e.to_string().contains(secret),
         "the error shows the password: {e}"

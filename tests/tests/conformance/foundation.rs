@@ -338,7 +338,11 @@ pub async fn password_authentication_methods<H: Harness>() {
         let mut c = Config::parse(&shared().url_for(user, "wrong-password")).unwrap();
         c.pipeline_size = 1;
         match H::connect(c).await {
-            Err(Error::Auth(msg)) => assert!(msg.contains("28P01"), "{user}: {msg}"),
+            // The server's SQLSTATE, for a program to act on.
+            Err(e @ Error::AuthRejected(_)) => {
+                assert_eq!(e.code(), Some(&SqlState::INVALID_PASSWORD), "{user}: {e}");
+                assert!(e.to_string().contains("28P01"), "{user}: {e}");
+            }
             Err(e) => panic!("{user}: expected an auth error, got {e:?}"),
             Ok(_) => panic!("{user}: wrong password accepted"),
         }

@@ -64,7 +64,7 @@ impl<R: Runtime> ConnTask<R> {
             // asking again is cheap.
             self.backoff.after_wrong_role()
         } else {
-            self.backoff.after_failure(matches!(e, Error::Auth(_)))
+            self.backoff.after_failure(e.is_auth())
         };
         self.lock_status(Status::Dead(format!("reconnecting: {e}").into()));
         self.back_off(delay)
