@@ -3,9 +3,10 @@
 //!
 //! This crate is runtime-neutral; pick an adapter crate (`pgpipe-smol`, ...) for a ready
 //! [`Client`]. Layers, from the bottom:
-//! - [`proto`]: protocol state with no I/O (encoding, the in-flight FIFO, startup, statement cache);
-//! - [`sched`] and the connection task (`driver`): `block`/`unblock` on wakers with deferred
-//!   wakeups, and the owner loop of each socket;
+//! - `proto` (private): protocol state with no I/O (encoding, the in-flight FIFO, startup,
+//!   statement cache);
+//! - `sched` and the connection task, `driver` (private): `block`/`unblock` on wakers with
+//!   deferred wakeups, and the owner loop of each socket;
 //! - [`rt`]: the small surface an adapter implements.
 //!
 //! # Features

@@ -62,8 +62,10 @@ pub(crate) async fn operation<R: Runtime, T>(
             db.namespace = %ep.dbname,
             db.operation.name = name,
             db.query.text = ::tracing::field::Empty,
-            server.address = %ep.host,
-            server.port = ep.port,
+            // Recorded when the unit is queued on a connection (`record_server`): with a host
+            // list, the server it runs on need not be the first.
+            server.address = ::tracing::field::Empty,
+            server.port = ::tracing::field::Empty,
             error.type = ::tracing::field::Empty,
             otel.status_code = ::tracing::field::Empty,
         );
@@ -104,6 +106,17 @@ pub(crate) async fn operation<R: Runtime, T>(
         }
     }
     r
+}
+
+/// Records the server of the connection a unit was just queued on in the current
+/// operation's span (the `db.query` span is current while its future is polled).
+#[cfg(feature = "tracing")]
+pub(crate) fn record_server(server: Option<&(std::sync::Arc<str>, u16)>) {
+    if let Some((host, port)) = server {
+        let span = ::tracing::Span::current();
+        span.record("server.address", &**host);
+        span.record("server.port", *port);
+    }
 }
 
 /// The statement's leading keyword, upper-cased when it is a common one (`db.operation.name`

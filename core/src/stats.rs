@@ -100,6 +100,12 @@ counters! {
     /// Pump passes that stopped because the estimated work in flight reached `max_queue_work`
     /// (the adaptive in-flight limit binding before `max_in_flight`).
     work_limited,
+    /// Half-open checks started (`Config::health_check`): the connection had work in flight
+    /// and heard nothing for the interval, so a second connection asked about its backend.
+    health_checks,
+    /// Checks that found the connection half-open (its backend gone, or idle while units were
+    /// in flight), which closed it; `health_checks - half_open` found it alive or could not tell.
+    half_open,
 }
 
 impl Counters {

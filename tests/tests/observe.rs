@@ -20,6 +20,13 @@ use tracing::{Event, Metadata as SpanMeta, Subscriber};
 struct SpanSeen {
     name: String,
     fields: BTreeMap<String, String>,
+    meta: Option<&'static SpanMeta<'static>>,
+}
+
+thread_local! {
+    /// The spans entered on this thread, innermost last: `Span::current()` as a real
+    /// subscriber (tracing-subscriber's registry) tracks it.
+    static ENTERED: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 #[derive(Default)]
@@ -52,6 +59,7 @@ impl Subscriber for &'static Spans {
     fn new_span(&self, span: &Attributes<'_>) -> Id {
         let mut seen = SpanSeen {
             name: span.metadata().name().to_owned(),
+            meta: Some(span.metadata()),
             ..SpanSeen::default()
         };
         span.record(&mut Fields(Some(&mut seen.fields)));
@@ -73,8 +81,27 @@ impl Subscriber for &'static Spans {
             self.events.lock().unwrap().push(m.clone());
         }
     }
-    fn enter(&self, _: &Id) {}
-    fn exit(&self, _: &Id) {}
+    fn enter(&self, id: &Id) {
+        ENTERED.with(|e| e.borrow_mut().push(id.into_u64()));
+    }
+    fn exit(&self, id: &Id) {
+        ENTERED.with(|e| {
+            let mut e = e.borrow_mut();
+            if let Some(at) = e.iter().rposition(|&x| x == id.into_u64()) {
+                e.remove(at);
+            }
+        });
+    }
+    fn current_span(&self) -> tracing_core::span::Current {
+        let Some(id) = ENTERED.with(|e| e.borrow().last().copied()) else {
+            return tracing_core::span::Current::none();
+        };
+        let spans = self.spans.lock().unwrap();
+        match spans.get(id as usize - 1).and_then(|s| s.meta) {
+            Some(meta) => tracing_core::span::Current::new(Id::from_u64(id), meta),
+            None => tracing_core::span::Current::none(),
+        }
+    }
 }
 
 /// One metric's cell: counters and gauges as f64 bits, histograms as their sample count.
@@ -175,6 +202,13 @@ fn spans_and_metrics_follow_the_database_conventions() {
     let url = pgpipe_tests::shared().url();
     smol::block_on(async {
         let mut config = pgpipe_smol::Config::parse(&url).expect("url");
+        // A host list whose first server refuses at once: the spans must name the server the
+        // statements ran on, not the first of the list.
+        let served = pgpipe_smol::Server::new(config.host.clone(), config.port);
+        config.other_hosts = vec![served];
+        config.host = "127.0.0.1".into();
+        config.hostaddr = None;
+        config.port = 1;
         config.pipeline_size = 2;
         // One exclusive connection and no budget beyond: a second checkout waits.
         config.pinned_size = 1;
@@ -225,7 +259,9 @@ fn spans_and_metrics_follow_the_database_conventions() {
     assert_eq!(ok.fields["db.system.name"], "postgresql");
     assert_eq!(ok.fields["db.operation.name"], "SELECT");
     assert_eq!(ok.fields["otel.kind"], "client");
-    assert!(ok.fields.contains_key("server.address"), "{ok:?}");
+    let served = pgpipe_smol::Config::parse(&pgpipe_tests::shared().url()).expect("url");
+    assert_eq!(ok.fields["server.address"], served.host, "{ok:?}");
+    assert_eq!(ok.fields["server.port"], served.port.to_string(), "{ok:?}");
     assert!(!ok.fields.contains_key("error.type"), "{ok:?}");
     let failed = query("SELECT 1 / $1::int4");
     assert_eq!(failed.fields["error.type"], "22012");

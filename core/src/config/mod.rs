@@ -41,7 +41,8 @@ pub struct Config {
     pub load_balance_hosts: LoadBalanceHosts,
     /// Role to authenticate as.
     pub user: String,
-    /// Password, when the server asks for one.
+    /// Password, when the server asks for one (`password`, `PGPASSWORD`). Without one, the
+    /// password file is read for each server of the host list ([`Config::password_for`]).
     pub password: Option<String>,
     /// Database name (defaults to the user name).
     pub dbname: String,
@@ -140,6 +141,9 @@ pub struct Config {
     /// With the `tracing` feature: record each statement's text in its span's `db.query.text`
     /// (off by default: statement texts can carry data an operator should not collect).
     pub trace_sql: bool,
+    /// The password file (`passfile`, `PGPASSFILE`, `~/.pgpass`), looked up per server when no
+    /// password is set.
+    passfile: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -181,6 +185,7 @@ impl Default for Config {
             sync_coalescing: true,
             health_check: Some(Duration::from_secs(10)),
             trace_sql: false,
+            passfile: None,
         }
     }
 }
@@ -225,6 +230,7 @@ impl fmt::Debug for Config {
             .field("sync_coalescing", &self.sync_coalescing)
             .field("health_check", &self.health_check)
             .field("trace_sql", &self.trace_sql)
+            .field("passfile", &self.passfile)
             .finish()
     }
 }
@@ -315,6 +321,26 @@ impl Config {
             other_hosts: Vec::new(),
             ..self.clone()
         }
+    }
+
+    /// The password to send to `server`: [`Config::password`] if set, else the first line of the
+    /// password file that matches this server's host and port (and the database and user), as
+    /// libpq looks it up for each host of a list. Reads the file.
+    pub fn password_for(&self, server: &Server) -> Option<String> {
+        if let Some(p) = &self.password {
+            return Some(p.clone());
+        }
+        pgpass::lookup(self.passfile.as_deref()?, &self.for_server(server))
+    }
+
+    /// The password file [`Config::password_for`] reads, if any.
+    pub fn passfile(&self) -> Option<&std::path::Path> {
+        self.passfile.as_deref()
+    }
+
+    /// Sets the password file (the `passfile` keyword).
+    pub fn set_passfile(&mut self, path: Option<PathBuf>) {
+        self.passfile = path;
     }
 
     /// The database to connect to: `dbname`, or the user name when empty (as libpq does).

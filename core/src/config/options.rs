@@ -121,8 +121,8 @@ impl Config {
     /// it is, as libpq treats an empty value as not set (except `connect_timeout`, where it
     /// means no timeout). Settings that depend on each other (`sslrootcert=system` and
     /// `sslmode`, defaults, the password file) are resolved by [`Config::parse`];
-    /// [`Config::validate`] checks the combinations. `passfile` reads the password file at
-    /// once, for the host, port, database and user set so far, if no password is set.
+    /// [`Config::validate`] checks the combinations. `passfile` names the password file, read
+    /// for each server when connecting if no password is set ([`Config::password_for`]).
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), Error> {
         if lookup(key).is_none() {
             return Err(unknown(key));
@@ -178,11 +178,7 @@ impl Config {
             }
             "user" => self.user = v.to_owned(),
             "password" => self.password = Some(v.to_owned()),
-            "passfile" => {
-                if self.password.is_none() {
-                    self.password = super::pgpass::lookup(std::path::Path::new(v), self);
-                }
-            }
+            "passfile" => self.set_passfile(Some(PathBuf::from(v))),
             "dbname" => self.dbname = v.to_owned(),
             "connect_timeout" => self.connect_timeout = connect_timeout(v)?,
             "application_name" | "fallback_application_name" => {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::env::{self, Sources, DEFAULT_SOCKET_DIRS};
 use super::options::{lookup, unknown, KEYWORDS};
 use super::values::boolean;
-use super::{keyword, pgpass, url, Config, RootCert, SslMode};
+use super::{keyword, url, Config, RootCert, SslMode};
 use crate::Error;
 
 impl Config {
@@ -25,7 +25,8 @@ impl Config {
     /// user, the database to the user, the host to the Unix socket directory holding
     /// `.s.PGSQL.<port>` among `/var/run/postgresql` and `/tmp` (else `localhost`), and,
     /// without a password, the password file (`passfile`, `PGPASSFILE` or `~/.pgpass`) is
-    /// read now. `Config::default()` keeps its own plain defaults (host `127.0.0.1`).
+    /// looked up for each server of the host list when connecting ([`Config::password_for`]).
+    /// `Config::default()` keeps its own plain defaults (host `127.0.0.1`, no password file).
     ///
     /// `sslmode=verify-ca` or `verify-full` with no root certificate at all (no `sslrootcert`,
     /// no `~/.postgresql/root.crt`) parses; connecting then fails.
@@ -109,15 +110,11 @@ pub(crate) fn parse_in(s: &str, src: &Sources<'_>) -> Result<Config, Error> {
             env::default_tls_files(&mut cfg, home);
         }
     }
-    if cfg.password.is_none() {
-        let file = match value(&given, "passfile") {
-            Some(f) if !f.is_empty() => Some(PathBuf::from(f)),
-            _ => home.map(|h| h.join(".pgpass")),
-        };
-        if let Some(file) = file {
-            cfg.password = pgpass::lookup(&file, &cfg);
-        }
-    }
+    let file = match value(&given, "passfile") {
+        Some(f) if !f.is_empty() => Some(PathBuf::from(f)),
+        _ => home.map(|h| h.join(".pgpass")),
+    };
+    cfg.set_passfile(file);
     cfg.validate()?;
     Ok(cfg)
 }

@@ -229,14 +229,15 @@ localhost:5432:*:carol:pw-local\r
         // A directory is not a password file; a missing file is no error.
         assert_eq!(read(&dir), None);
         assert_eq!(read(&dir.join("missing")), None);
-        // The passfile keyword reads the file for what is set so far, unless a password is set.
+        // The passfile keyword names the file; a set password wins over it.
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
         let file = path.to_str().expect("utf-8 path");
         cfg.set("passfile", file).expect("passfile");
-        assert_eq!(cfg.password.as_deref(), Some("from-file"));
+        let first = &cfg.servers()[0];
+        assert_eq!(cfg.password, None);
+        assert_eq!(cfg.password_for(first).as_deref(), Some("from-file"));
         cfg.password = Some("given".into());
-        cfg.set("passfile", file).expect("passfile");
-        assert_eq!(cfg.password.as_deref(), Some("given"));
+        assert_eq!(cfg.password_for(first).as_deref(), Some("given"));
         std::fs::remove_dir_all(&dir).ok();
     }
 }

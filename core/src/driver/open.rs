@@ -49,6 +49,10 @@ pub(crate) struct ServerEnd {
     pub(crate) name: String,
     /// The host name TLS verifies.
     pub(crate) host: String,
+    /// The port.
+    pub(crate) port: u16,
+    /// The password for this server: the configured one, or its line of the password file.
+    password: Option<String>,
     pub(crate) target: Target,
     pub(crate) tls: Option<TlsConnector>,
 }
@@ -72,6 +76,8 @@ impl Endpoint {
                 Ok(ServerEnd {
                     name: s.to_string(),
                     host: s.host.clone(),
+                    port: s.port,
+                    password: config.password_for(s),
                     target: target_of(&one),
                     tls: TlsConnector::new(&one)?,
                 })
@@ -464,7 +470,14 @@ impl<R: Runtime> Opening<R> {
             None => &[],
         };
         let startup = Box::new(
-            Startup::begin(ep.config(), binding, settings, &mut out).map_err(Failure::Fatal)?,
+            Startup::begin(
+                ep.config(),
+                ep.servers[self.server].password.as_deref(),
+                binding,
+                settings,
+                &mut out,
+            )
+            .map_err(Failure::Fatal)?,
         );
         self.rbuf.clear();
         Ok(State::Startup {

@@ -63,11 +63,12 @@ pub struct Startup {
 }
 
 impl Startup {
-    /// Writes the StartupMessage for `cfg` into `out` and returns the state machine.
-    /// `settings` are further server settings for this connection only (`statement_timeout`
-    /// of the shared path, for example).
+    /// Writes the StartupMessage for `cfg` into `out` and returns the state machine that
+    /// answers with `password` when the server asks for one. `settings` are further server
+    /// settings for this connection only (`statement_timeout` of the shared path, for example).
     pub fn begin(
         cfg: &Config,
+        password: Option<&str>,
         binding: Binding,
         settings: &[(&str, &str)],
         out: &mut BytesMut,
@@ -88,7 +89,7 @@ impl Startup {
             .map_err(|e| Error::Config(format!("cannot encode startup message: {e}")))?;
         Ok(Startup {
             user: cfg.user.clone(),
-            password: cfg.password.clone(),
+            password: password.map(str::to_owned),
             scram: None,
             binding,
             bound: false,

@@ -7,7 +7,7 @@
 //! shared tokio-postgres clients; [`server`] runs them as one of four [`server::Variant`]s:
 //! pgpipe on glommio thread-per-core (hyper 1.x on glommio sockets, [`glommio_io`]), pgpipe on
 //! tokio with axum, axum with deadpool-postgres, axum with round-robin tokio-postgres clients.
-//! [`schema`] creates and fills the `world` and `fortune` tables; [`bench`] holds the pieces of
+//! [`schema`] creates and fills the `world` and `fortune` tables; [`bench`](mod@bench) holds the pieces of
 //! the `web-bench` binary that are worth testing (wrk output parsing, CPU accounting, charts).
 
 #![warn(missing_docs)]

@@ -403,8 +403,9 @@ pub async fn environment_and_password_file<H: Harness>() {
     .into_iter()
     .collect();
     let mut cfg = Config::parse_with_env("", |k| env.get(k).map(|v| v.to_string())).unwrap();
+    assert_eq!(cfg.password, None, "the file is read per server");
     assert_eq!(
-        cfg.password.as_deref(),
+        cfg.password_for(&cfg.servers()[0]).as_deref(),
         Some(SCRAM_PASSWORD),
         "from the password file"
     );
@@ -421,10 +422,30 @@ pub async fn environment_and_password_file<H: Harness>() {
     assert_eq!(row.get::<_, String>(1), "pgpipe-env-test");
     assert_eq!(db.stats().total.tls_handshakes, 1);
     db.close().await;
+    // In a host list each server has its own line: the first server (refused at once) has
+    // none, the second gets its own, not the first server's nothing.
+    let list = format!("host=127.0.0.1,localhost port=1,{port}");
+    let mut cfg = Config::parse_with_env(&list, |k| env.get(k).map(|v| v.to_string())).unwrap();
+    let servers = cfg.servers();
+    assert_eq!(cfg.password_for(&servers[0]), None);
+    assert_eq!(
+        cfg.password_for(&servers[1]).as_deref(),
+        Some(SCRAM_PASSWORD)
+    );
+    cfg.pipeline_size = 1;
+    let db = H::connect(cfg)
+        .await
+        .expect("the second server's password-file line");
+    let row = db
+        .query_one("SELECT current_user::text", &[])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), SCRAM_USER);
+    db.close().await;
     // A password file others can read is ignored, as libpq ignores it.
     set_mode(&passfile, 0o644);
     let cfg = Config::parse_with_env("", |k| env.get(k).map(|v| v.to_string())).unwrap();
-    assert_eq!(cfg.password, None);
+    assert_eq!(cfg.password_for(&cfg.servers()[0]), None);
     let e = H::connect(cfg).await.map(|_| ()).expect_err("no password");
     assert!(matches!(e, Error::Auth { .. }), "{e}");
     // `options` sets a startup parameter on every connection alike.

@@ -74,6 +74,8 @@ pub async fn a_half_open_connection_is_found_and_replaced<H: Harness>() {
     assert_ne!(before, after);
     let s = db.stats().total;
     assert_eq!(s.reconnects, 1, "{s:?}");
+    assert_eq!(s.half_open, 1, "{s:?}");
+    assert!(s.health_checks >= 1, "{s:?}");
     assert!(
         proxy.accepted() >= 3,
         "the connection, a check, the replacement"
@@ -125,7 +127,10 @@ pub async fn a_long_statement_is_not_mistaken_for_a_dead_connection<H: Harness>(
         before,
         "the connection was kept"
     );
-    assert_eq!(db.stats().total.reconnects, 0);
+    let s = db.stats().total;
+    assert_eq!(s.reconnects, 0);
+    assert!(s.health_checks >= 1, "silent past the interval: {s:?}");
+    assert_eq!(s.half_open, 0, "{s:?}");
     db.close().await;
 }
 

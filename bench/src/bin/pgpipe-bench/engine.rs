@@ -1380,7 +1380,7 @@ impl Job {
             } else {
                 tokio_postgres::config::SslMode::Disable
             });
-        if let Some(p) = &self.base.password {
+        if let Some(p) = &self.base.password_for(&self.base.servers()[0]) {
             c.password(p);
         }
         c

@@ -38,7 +38,7 @@ impl Monitor {
             .user(&cfg.user)
             .dbname(cfg.database())
             .application_name("pgpipe-bench-monitor");
-        if let Some(p) = &cfg.password {
+        if let Some(p) = &cfg.password_for(&cfg.servers()[0]) {
             pg.password(p);
         }
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Req>();

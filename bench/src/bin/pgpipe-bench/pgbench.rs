@@ -77,7 +77,7 @@ pub fn run(job: &Job) -> Result<Measurement, String> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    if let Some(pw) = &job.base.password {
+    if let Some(pw) = &job.base.password_for(&job.base.servers()[0]) {
         cmd.env("PGPASSWORD", pw);
     }
     let child = cmd

@@ -232,7 +232,8 @@ fn password_file_is_read_when_no_password_is_given() {
     let pw = |s: &str, extra: &[(&str, &str)]| {
         let mut vars = vec![("HOME", h.as_str()), ("USER", "alice")];
         vars.extend_from_slice(extra);
-        parse_env(s, &vars).expect("parse").password
+        let cfg = parse_env(s, &vars).expect("parse");
+        cfg.password_for(&cfg.servers()[0])
     };
     assert_eq!(pw("host=db dbname=app", &[]).as_deref(), Some("home-pw"));
     assert_eq!(
@@ -266,6 +267,19 @@ fn password_file_is_read_when_no_password_is_given() {
         pw(&format!("host=db dbname=app passfile={of}"), &[]).as_deref(),
         Some("other-pw")
     );
+    // Each server of a host list is matched on its own host and port.
+    write(
+        &pgpass,
+        "db:5432:app:alice:home-pw\nlocalhost:*:*:*:local-pw\nb:5433:*:*:b-pw\n",
+        0o600,
+    );
+    let cfg = parse_env(
+        "host=a,b,db port=5432,5433,5432 dbname=app",
+        &[("HOME", &h), ("USER", "alice")],
+    )
+    .expect("parse");
+    let each: Vec<Option<String>> = cfg.servers().iter().map(|s| cfg.password_for(s)).collect();
+    assert_eq!(each, [None, Some("b-pw".into()), Some("home-pw".into())]);
     // Group- or world-readable: ignored without an error, as libpq (which only warns).
     std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     assert_eq!(pw("host=db dbname=app", &[]), None);

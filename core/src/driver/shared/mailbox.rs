@@ -406,6 +406,8 @@ impl ConnShared {
             self.pushed.fetch_add(1, Relaxed);
         }
         st.queue.push_back(q);
+        #[cfg(feature = "tracing")]
+        crate::observe::record_server(st.server.as_ref());
         let q = self.counters.queued.fetch_add(1, Relaxed) + 1;
         self.counters.queued_peak.fetch_max(q, Relaxed);
         if st.wake_pending {

@@ -230,6 +230,10 @@ pub(crate) struct State {
     /// An exclusive connection parked idle in its pool: its task retires it once it has been
     /// unused for `idle_timeout`.
     pub(crate) pooled: bool,
+    /// The server this connection is open to (host, port), for the spans of the units queued
+    /// here: with a host list it need not be the first.
+    #[cfg(feature = "tracing")]
+    pub(crate) server: Option<(Arc<str>, u16)>,
 }
 
 /// A NOTIFY delivered to a session that LISTENs.
@@ -329,6 +333,8 @@ impl ConnShared {
                 space_waiters: VecDeque::new(),
                 reserved: 0,
                 pooled: false,
+                #[cfg(feature = "tracing")]
+                server: None,
             }),
             counters: Counters::default(),
             exited: Event::new(),

@@ -46,6 +46,12 @@ impl<R: Runtime> ConnTask<R> {
         self.rbuf.extend_from_slice(&rest);
         self.session = info;
         self.server = server;
+        #[cfg(feature = "tracing")]
+        {
+            let end = &self.cfg.servers[server];
+            let host = std::sync::Arc::from(end.host.as_str());
+            lock(&self.shared.state).server = Some((host, end.port));
+        }
         self.phase = Phase::Running;
         Poll::Ready(Ok(()))
     }
@@ -218,6 +224,8 @@ impl<R: Runtime> ConnTask<R> {
                         continue;
                     };
                     let probe = Probe::start(&self.rt, &self.cfg, self.server, pid, after / 2);
+                    let c = &self.shared.counters;
+                    c.inc(&c.health_checks);
                     self.health = Health::Probing(Box::new(probe), due);
                 }
                 Health::Probing(_, began) if *began != due => {
@@ -228,6 +236,8 @@ impl<R: Runtime> ConnTask<R> {
                     Poll::Pending => return Ok(()),
                     Poll::Ready(Verdict::HalfOpen(reason)) => {
                         self.health = Health::Idle;
+                        let c = &self.shared.counters;
+                        c.inc(&c.half_open);
                         return Err(reason);
                     }
                     Poll::Ready(Verdict::Pooled) => {
