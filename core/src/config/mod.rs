@@ -15,11 +15,19 @@ mod parse;
 mod pgpass;
 #[cfg(test)]
 mod tests;
+mod tuning;
 mod url;
 mod values;
 
+pub use tuning::{pgpipe_keywords, PGPIPE_OPTIONS};
+
 /// Settings of a connection service. Build one from a libpq connection string with
 /// [`Config::parse`], or field by field from `Config::default()`.
+///
+/// Every setting is a typed field and a keyword of both string forms. libpq's settings (host
+/// to `tcp_user_timeout`, and `connect_timeout`) come first; the rest are pgpipe's own
+/// ([`pgpipe_keywords`]), which [`Config::apply_pgpipe_options`] and the [`PGPIPE_OPTIONS`]
+/// variable set apart from the connection string, so a `DATABASE_URL` can stay libpq's.
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Config {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::values::{
-    boolean, choice, connect_timeout, list, not_yet, num, port, positive, tls_version, too_big,
+    boolean, choice, connect_timeout, list, not_yet, port, positive, tls_version, too_big,
 };
 use super::{
     bad, ChannelBinding, Config, LoadBalanceHosts, RootCert, Server, SslMode, SslNegotiation,
@@ -14,14 +14,29 @@ use super::{
 };
 use crate::Error;
 
-/// A keyword and the environment variable libpq reads as its default.
+/// A keyword, the environment variable libpq reads as its default, and whether it is one of
+/// pgpipe's own (`tuning.rs`) rather than libpq's.
 pub(crate) struct Keyword {
     pub(crate) name: &'static str,
     pub(crate) env: Option<&'static str>,
+    pub(crate) pgpipe: bool,
 }
 
 const fn kw(name: &'static str, env: Option<&'static str>) -> Keyword {
-    Keyword { name, env }
+    Keyword {
+        name,
+        env,
+        pgpipe: false,
+    }
+}
+
+/// One of pgpipe's own keywords: no libpq environment variable (see `PGPIPE_OPTIONS`).
+const fn own(name: &'static str) -> Keyword {
+    Keyword {
+        name,
+        env: None,
+        pgpipe: true,
+    }
 }
 
 /// Every keyword, in the order parsing applies them: a later one may overwrite an earlier one
@@ -71,25 +86,26 @@ pub(crate) const KEYWORDS: &[Keyword] = &[
     kw("servicefile", None),
     kw("replication", None),
     // pgpipe's own settings.
-    kw("pipeline_size", None),
-    kw("max_in_flight", None),
-    kw("mailbox_size", None),
-    kw("statement_cache_size", None),
-    kw("named_statements", None),
-    kw("fair_lanes", None),
-    kw("sync_coalescing", None),
-    kw("query_timeout", None),
-    kw("retry_not_dispatched", None),
-    kw("pinned_size", None),
-    kw("release_reset", None),
-    kw("guard", None),
-    kw("max_connections", None),
-    kw("slow_threshold_us", None),
-    kw("max_queue_work_us", None),
-    kw("idle_timeout_ms", None),
-    kw("checkout_timeout_ms", None),
-    kw("shared_statement_timeout_ms", None),
-    kw("health_check_ms", None),
+    own("pipeline_size"),
+    own("max_in_flight"),
+    own("mailbox_size"),
+    own("statement_cache_size"),
+    own("named_statements"),
+    own("fair_lanes"),
+    own("sync_coalescing"),
+    own("trace_sql"),
+    own("query_timeout"),
+    own("retry_not_dispatched"),
+    own("pinned_size"),
+    own("release_reset"),
+    own("guard"),
+    own("max_connections"),
+    own("slow_threshold_us"),
+    own("max_queue_work_us"),
+    own("idle_timeout_ms"),
+    own("checkout_timeout_ms"),
+    own("shared_statement_timeout_ms"),
+    own("health_check_ms"),
 ];
 
 /// Position of `name` in [`KEYWORDS`].
@@ -296,57 +312,6 @@ impl Config {
                 }
             }
             _ => self.set_own(key, v)?,
-        }
-        Ok(())
-    }
-
-    /// pgpipe's own settings.
-    fn set_own(&mut self, key: &str, v: &str) -> Result<(), Error> {
-        match key {
-            "pipeline_size" => self.pipeline_size = num(key, v)?,
-            "max_in_flight" => self.max_in_flight = num(key, v)?,
-            "mailbox_size" => self.mailbox_size = num(key, v)?,
-            "statement_cache_size" => self.statement_cache_size = num(key, v)?,
-            "named_statements" => self.named_statements = boolean(key, v)?,
-            "fair_lanes" => self.fair_lanes = boolean(key, v)?,
-            "sync_coalescing" => self.sync_coalescing = boolean(key, v)?,
-            "query_timeout" => {
-                let ms: u64 = num(key, v)?;
-                self.query_timeout = (ms > 0).then(|| Duration::from_millis(ms));
-            }
-            "retry_not_dispatched" => self.retry_not_dispatched = boolean(key, v)?,
-            "pinned_size" => self.pinned_size = num(key, v)?,
-            "max_connections" => self.max_connections = num(key, v)?,
-            "slow_threshold_us" => self.slow_threshold = Duration::from_micros(num(key, v)?),
-            "max_queue_work_us" => self.max_queue_work = Duration::from_micros(num(key, v)?),
-            "idle_timeout_ms" => self.idle_timeout = Duration::from_millis(num(key, v)?),
-            "checkout_timeout_ms" => {
-                let ms: u64 = num(key, v)?;
-                self.checkout_timeout = (ms > 0).then(|| Duration::from_millis(ms));
-            }
-            "health_check_ms" => {
-                let ms: u64 = num(key, v)?;
-                self.health_check = (ms > 0).then(|| Duration::from_millis(ms));
-            }
-            "shared_statement_timeout_ms" => {
-                let ms: u64 = num(key, v)?;
-                self.shared_statement_timeout = (ms > 0).then(|| Duration::from_millis(ms));
-            }
-            "release_reset" => {
-                let policies = [
-                    ("changed", super::ReleaseReset::Changed),
-                    ("always", super::ReleaseReset::Always),
-                ];
-                self.release_reset = choice(key, v, &policies)?;
-            }
-            "guard" => {
-                let modes = [
-                    ("default", crate::guard::Mode::Default),
-                    ("strict", crate::guard::Mode::Strict),
-                ];
-                self.guard = choice(key, v, &modes)?;
-            }
-            _ => return Err(unknown(key)),
         }
         Ok(())
     }

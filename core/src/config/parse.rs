@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::env::{self, Sources, DEFAULT_SOCKET_DIRS};
 use super::options::{lookup, unknown, KEYWORDS};
 use super::values::boolean;
-use super::{keyword, url, Config, RootCert, SslMode};
+use super::{keyword, tuning, url, Config, RootCert, SslMode, PGPIPE_OPTIONS};
 use crate::Error;
 
 impl Config {
@@ -74,6 +74,14 @@ pub(crate) fn parse_in(s: &str, src: &Sources<'_>) -> Result<Config, Error> {
     }
     for (i, var, v) in env::defaults(src) {
         given.entry(i).or_insert((v, Some(var)));
+    }
+    // pgpipe's own options from their own variable, under the string's as PG* variables are.
+    if let Some(own) = (src.var)(PGPIPE_OPTIONS).filter(|v| !v.is_empty()) {
+        let pairs = tuning::pgpipe_pairs(&own, PGPIPE_OPTIONS)
+            .map_err(|e| from_env(e, Some(PGPIPE_OPTIONS)))?;
+        for (k, v) in pairs {
+            given.entry(index(&k)).or_insert((v, Some(PGPIPE_OPTIONS)));
+        }
     }
 
     let mut cfg = Config::default();

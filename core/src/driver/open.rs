@@ -49,7 +49,8 @@ pub(crate) struct ServerEnd {
     pub(crate) name: String,
     /// The host name TLS verifies.
     pub(crate) host: String,
-    /// The port.
+    /// The port (for spans).
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     pub(crate) port: u16,
     /// The password for this server: the configured one, or its line of the password file.
     password: Option<String>,

@@ -31,7 +31,9 @@ const ACCEPTED: &[(&str, Check)] = &[
     ("user=alice", |c| c.user == "alice" && c.dbname == "alice"),
     ("password=pw", |c| c.password.as_deref() == Some("pw")),
     ("password=''", |c| c.password.is_none()),
-    ("passfile=/nonexistent/pgpass", |c| c.password.is_none()),
+    ("passfile=/nonexistent/pgpass", |c| {
+        c.password.is_none() && c.passfile() == Some(std::path::Path::new("/nonexistent/pgpass"))
+    }),
     ("dbname=app", |c| c.dbname == "app" && c.user == "tester"),
     ("connect_timeout=30", |c| c.connect_timeout == secs(30)),
     ("connect_timeout=1", |c| c.connect_timeout == secs(2)),
@@ -145,6 +147,7 @@ const ACCEPTED: &[(&str, Check)] = &[
     }),
     ("named_statements=off", |c| !c.named_statements),
     ("fair_lanes=off", |c| !c.fair_lanes),
+    ("trace_sql=on", |c| c.trace_sql),
     ("sync_coalescing=off", |c| !c.sync_coalescing),
     ("named_statements=1", |c| c.named_statements),
     ("load_balance_hosts=disable", |c| {
@@ -376,6 +379,48 @@ fn set_applies_one_keyword() {
     );
     assert!(c.set("nope", "1").is_err());
     assert!(c.set("nope", "").is_err());
+}
+
+/// A documented default as the code would print it: `none` is a timeout that is off (`0`),
+/// `true`/`false` are switches.
+fn normal(doc: &str) -> String {
+    match doc.trim().trim_matches('`') {
+        "none" => "0".to_owned(),
+        "true" => "on".to_owned(),
+        "false" => "off".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+/// docs/CONNECTING.md's table of pgpipe's options and README's list of them name every option
+/// with the code's default; neither can drift from `Config::default()`.
+#[test]
+fn documented_defaults_of_pgpipe_options_are_the_codes() {
+    let base = Config::default();
+    let connecting = include_str!("../../../../docs/CONNECTING.md");
+    let readme = include_str!("../../../../README.md");
+    for key in crate::config::pgpipe_keywords() {
+        let code = base.pgpipe_option(key).expect("readable");
+        let row = connecting
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{key}` |")))
+            .unwrap_or_else(|| panic!("docs/CONNECTING.md has no table row for {key}"));
+        let default = row.split('|').nth(2).expect("a Default column");
+        assert_eq!(
+            normal(default),
+            code,
+            "docs/CONNECTING.md's default of {key}"
+        );
+        // README: "`key` (default" (a line break may come before the parenthesis); the
+        // default runs up to `,`, `;` or `)`.
+        let named = format!("`{key}`");
+        let rest = readme
+            .match_indices(&named)
+            .find_map(|(at, _)| readme[at + named.len()..].trim_start().strip_prefix('('))
+            .unwrap_or_else(|| panic!("README.md does not list {key} with its default"));
+        let end = rest.find([',', ';', ')']).expect("a closed default");
+        assert_eq!(normal(&rest[..end]), code, "README.md's default of {key}");
+    }
 }
 
 #[test]
