@@ -131,7 +131,7 @@ fn generate(name: &str, spelling: &str, syntax: &str, context: &str, k: usize) -
             let pad: String = (0..40 + k % 33).map(|i| format!("c{i}, ")).collect();
             sql = sql.replacen("SELECT ", &format!("SELECT {pad}"), 1);
         }
-        5 if k % 9 == 0 => {
+        5 if k.is_multiple_of(9) => {
             let pad = " ".repeat(MAX_CACHED_LEN + k % 32);
             sql = sql.replacen("SELECT ", &format!("SELECT{pad}"), 1);
         }

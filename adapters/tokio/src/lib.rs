@@ -11,6 +11,37 @@
 //! # }
 //! ```
 //!
+//! Transactions, atomic batches and sessions, each on the path it needs:
+//!
+//! ```no_run
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), pgpipe_tokio::Error> {
+//! # let db = pgpipe_tokio::connect("postgres://postgres@127.0.0.1:5432/postgres").await?;
+//! // A transaction: BEGIN rides with the first statement, COMMIT with the last.
+//! let tx = db.transaction().await?;
+//! tx.execute("UPDATE accounts SET balance = balance - $1 WHERE id = $2", &[&10i32, &1i32]).await?;
+//! tx.execute_and_commit("UPDATE accounts SET balance = balance + $1 WHERE id = $2", &[&10i32, &2i32]).await?;
+//!
+//! // Statements known in advance: all or nothing, one unit on the shared path.
+//! db.batch()
+//!     .add("INSERT INTO audit (note) VALUES ($1)", &[&"moved 10"])
+//!     .add("UPDATE stats SET moves = moves + 1", &[])
+//!     .run()
+//!     .await?;
+//!
+//! // Session state (SET, LISTEN, temp tables) on an exclusive connection.
+//! let s = db.session().await?;
+//! s.batch_execute("SET search_path TO reports; CREATE TEMP TABLE t (id int)").await?;
+//! match db.execute("SET search_path TO reports", &[]).await {
+//!     // The shared path refuses it and says what to do instead.
+//!     Err(pgpipe_tokio::Error::Refused(r)) => eprintln!("{r}"),
+//!     other => { other?; }
+//! }
+//! # drop(s);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! The [`Client`] is `Send + Sync + Clone`: share it across the tasks of a multi-thread runtime.
 //! It works the same on a current-thread runtime (or a `LocalSet` inside one); the connection
 //! tasks then run whenever that runtime is being driven (`block_on`).

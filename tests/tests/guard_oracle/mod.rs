@@ -309,7 +309,7 @@ fn cte_head(t: &[Tok], n: usize) -> bool {
     };
     // The column list: word (, word)*
     let inner = &t[n + 2..close];
-    if inner.is_empty() || inner.len() % 2 == 0 {
+    if inner.is_empty() || inner.len().is_multiple_of(2) {
         return false;
     }
     for (j, tok) in inner.iter().enumerate() {

@@ -92,8 +92,8 @@ impl Workload {
     /// Whether a number of units is a whole number of this workload's steps.
     pub fn valid_units(self, units: u32) -> bool {
         match self {
-            Workload::Drain => units % BATCH == 0,
-            Workload::Pgpipe | Workload::TokioPostgres => units % CALLERS == 0,
+            Workload::Drain => units.is_multiple_of(BATCH),
+            Workload::Pgpipe | Workload::TokioPostgres => units.is_multiple_of(CALLERS),
             _ => true,
         }
     }
