@@ -686,10 +686,32 @@ fn timed_out(ep: &Endpoint, server: usize) -> Error {
 }
 
 fn connect_error(ep: &Endpoint, server: usize, e: std::io::Error) -> Error {
-    Error::Io(std::io::Error::new(
-        e.kind(),
-        format!("cannot connect to {}: {e}", ep.servers[server].target),
-    ))
+    let kind = e.kind();
+    let failed = ConnectFailed {
+        target: ep.servers[server].target.to_string(),
+        source: e,
+    };
+    Error::Io(std::io::Error::new(kind, failed))
+}
+
+/// A failed connect, naming where to: its `source()` is the socket's own error, so the chain
+/// keeps the OS error (`raw_os_error`) for a program to act on.
+#[derive(Debug)]
+struct ConnectFailed {
+    target: String,
+    source: std::io::Error,
+}
+
+impl std::fmt::Display for ConnectFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot connect to {}: {}", self.target, self.source)
+    }
+}
+
+impl std::error::Error for ConnectFailed {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
 }
 
 /// A failed handshake's `io::Error` carries the `rustls::Error`: explain it.

@@ -532,3 +532,42 @@ pub async fn a_wrong_password_fails_once_and_stays_secret<H: Harness>() {
         .expect_err("wrong password");
     assert!(!e.to_string().contains(secret), "{e}");
 }
+
+/// A failed connection says why in a form a program can act on: the OS error of a refused
+/// connect stays in the source chain, an unknown database and a wrong password carry the
+/// server's SQLSTATE (through a host list too).
+pub async fn connection_errors_keep_their_cause<H: Harness>() {
+    let port = shared_port();
+    let refused = pgpipe_ssl::<H>("host=127.0.0.1 port=1 user=x dbname=x sslmode=disable")
+        .await
+        .expect_err("nothing listens on port 1");
+    match &refused {
+        Error::Io(e) => {
+            assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{e}");
+            assert!(e.to_string().contains("127.0.0.1:1"), "{e}");
+            let os = std::error::Error::source(e)
+                .and_then(|s| s.downcast_ref::<std::io::Error>())
+                .and_then(std::io::Error::raw_os_error);
+            assert!(os.is_some(), "the OS error is kept: {e:?}");
+        }
+        other => panic!("a refused connect: {other:?}"),
+    }
+    let unknown =
+        format!("host=localhost port={port} user={SUPERUSER} dbname=no_such_db sslmode=disable");
+    let e = pgpipe_ssl::<H>(&unknown)
+        .await
+        .expect_err("no such database");
+    assert_eq!(
+        e.code(),
+        Some(&pgpipe::SqlState::INVALID_CATALOG_NAME),
+        "{e}"
+    );
+    // Through a host list whose first server refuses: the last attempt's code.
+    let list = format!(
+        "host=127.0.0.1,localhost port=1,{port} user={SCRAM_USER} password=wrong dbname=postgres \
+         sslmode=disable"
+    );
+    let e = pgpipe_ssl::<H>(&list).await.expect_err("wrong password");
+    assert_eq!(e.code(), Some(&pgpipe::SqlState::INVALID_PASSWORD), "{e}");
+    assert!(e.is_auth(), "{e}");
+}
