@@ -146,6 +146,11 @@ pub struct Config {
     /// idle, the connection is half-open, and is closed with its units failed as the bytes
     /// written say (see `docs/DESIGN.md`). A backend still running keeps it.
     pub health_check: Option<Duration>,
+    /// The longest message accepted from the server, in bytes (`max_message_size`, default
+    /// 1 GiB, the server's own limit): a longer one (a row, COPY data, an error) fails its
+    /// connection before anything is allocated for it. Messages that never carry data
+    /// (authentication, statuses, completions) are refused over 30,000 bytes, as libpq does.
+    pub max_message_size: usize,
     /// With the `tracing` feature: record each statement's text in its span's `db.query.text`
     /// (off by default: statement texts can carry data an operator should not collect).
     pub trace_sql: bool,
@@ -192,6 +197,7 @@ impl Default for Config {
             fair_lanes: true,
             sync_coalescing: true,
             health_check: Some(Duration::from_secs(10)),
+            max_message_size: crate::proto::frame::DEFAULT_MAX_MESSAGE_SIZE,
             trace_sql: false,
             passfile: None,
         }
@@ -237,6 +243,7 @@ impl fmt::Debug for Config {
             .field("fair_lanes", &self.fair_lanes)
             .field("sync_coalescing", &self.sync_coalescing)
             .field("health_check", &self.health_check)
+            .field("max_message_size", &self.max_message_size)
             .field("trace_sql", &self.trace_sql)
             .field("passfile", &self.passfile)
             .finish()

@@ -94,6 +94,7 @@ pub(crate) const KEYWORDS: &[Keyword] = &[
     own("fair_lanes"),
     own("sync_coalescing"),
     own("trace_sql"),
+    own("max_message_size"),
     own("query_timeout"),
     own("retry_not_dispatched"),
     own("pinned_size"),

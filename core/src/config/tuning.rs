@@ -49,6 +49,7 @@ impl Config {
             "fair_lanes" => on(self.fair_lanes),
             "sync_coalescing" => on(self.sync_coalescing),
             "trace_sql" => on(self.trace_sql),
+            "max_message_size" => self.max_message_size.to_string(),
             "query_timeout" => ms(self.query_timeout),
             "retry_not_dispatched" => on(self.retry_not_dispatched),
             "pinned_size" => self.pinned_size.to_string(),
@@ -95,6 +96,17 @@ impl Config {
             "fair_lanes" => self.fair_lanes = boolean(key, v)?,
             "sync_coalescing" => self.sync_coalescing = boolean(key, v)?,
             "trace_sql" => self.trace_sql = boolean(key, v)?,
+            "max_message_size" => {
+                let max: usize = num(key, v)?;
+                if max < crate::proto::frame::SHORT_MESSAGE_MAX {
+                    return Err(bad(&format!(
+                        "max_message_size={max} is below {}, the longest message of types that \
+                         carry no data",
+                        crate::proto::frame::SHORT_MESSAGE_MAX
+                    )));
+                }
+                self.max_message_size = max;
+            }
             "query_timeout" => {
                 let ms: u64 = num(key, v)?;
                 self.query_timeout = (ms > 0).then(|| Duration::from_millis(ms));
@@ -174,7 +186,7 @@ mod tests {
             assert_eq!(again, base, "{key}={value} changed the configuration");
             n += 1;
         }
-        assert_eq!(n, 20);
+        assert_eq!(n, 21);
         assert_eq!(base.pgpipe_option("sslmode"), None);
         assert_eq!(base.pgpipe_option("pipeline_size").as_deref(), Some("4"));
         assert_eq!(

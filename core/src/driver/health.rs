@@ -41,6 +41,7 @@ use postgres_protocol::message::frontend;
 
 use crate::driver::open::{Endpoint, Opened, Opening};
 use crate::driver::transport::Transport;
+use crate::proto::frame::{next_message, SHORT_MESSAGE_MAX};
 use crate::rt::Runtime;
 use crate::Error;
 
@@ -237,7 +238,9 @@ fn ask<S: crate::rt::Socket>(
     }
     let mut chunk = [0u8; 512];
     loop {
-        while let Some(msg) = Message::parse(rbuf)? {
+        while let Some(msg) = next_message(rbuf, SHORT_MESSAGE_MAX)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?
+        {
             match msg {
                 Message::DataRow(body) => {
                     let mut ranges = body.ranges();

@@ -16,13 +16,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
-use postgres_protocol::message::backend::Message;
 
 use std::sync::Arc;
 
 use super::cancel::CancelBudget;
 use super::transport::Transport;
 use crate::config::{LoadBalanceHosts, SslMode, SslNegotiation, TargetSessionAttrs};
+use crate::proto::frame::next_message;
 use crate::proto::role::{self, Role};
 use crate::proto::{Binding, SessionInfo, Startup, Step};
 use crate::rt::{Runtime, Socket, Target, TcpOptions};
@@ -434,7 +434,7 @@ impl<R: Runtime> Opening<R> {
                     };
                     self.state = self.begin_startup(transport, ep)?;
                 }
-                State::Startup { .. } => match self.poll_startup(cx) {
+                State::Startup { .. } => match self.poll_startup(cx, ep.max_message_size) {
                     Poll::Ready(Ok(done)) => {
                         if let Some(done) = self.started(done, ep)? {
                             return Poll::Ready(Ok(done));
@@ -489,7 +489,11 @@ impl<R: Runtime> Opening<R> {
     }
 
     /// Startup and authentication: write what the state machine asks, read until it is done.
-    fn poll_startup(&mut self, cx: &mut Context<'_>) -> Poll<Result<Opened<R>, Failure>> {
+    fn poll_startup(
+        &mut self,
+        cx: &mut Context<'_>,
+        max_message: usize,
+    ) -> Poll<Result<Opened<R>, Failure>> {
         let Opening {
             state,
             rbuf,
@@ -511,7 +515,7 @@ impl<R: Runtime> Opening<R> {
         loop {
             let write_blocked = send(transport, cx, out).map_err(io)?.is_pending();
             let mut replied = false;
-            while let Some(msg) = Message::parse(rbuf)
+            while let Some(msg) = next_message(rbuf, max_message)
                 .map_err(|e| Failure::Fatal(Error::Protocol(format!("during startup: {e}"))))?
             {
                 let before = out.len();

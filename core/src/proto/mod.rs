@@ -3,6 +3,7 @@
 
 pub(crate) mod coalesce;
 pub mod encode;
+pub mod frame;
 pub mod pipeline;
 pub mod role;
 pub mod startup;

@@ -45,15 +45,14 @@ impl Role {
         let mut failed = None;
         // Frames are walked in place: a partial answer leaves `buf` whole for the next read.
         loop {
-            let Some(head) = buf.get(at..at + 5) else {
+            // The answer's rows are a few short values: no message of it may be long.
+            let Some(total) = super::frame::frame_len(&buf[at..], super::frame::SHORT_MESSAGE_MAX)
+                .map_err(|e| bad(&e.to_string()))?
+            else {
                 return Ok(None);
             };
-            let len = i32::from_be_bytes([head[1], head[2], head[3], head[4]]);
-            let len = usize::try_from(len)
-                .ok()
-                .filter(|l| *l >= 4)
-                .ok_or_else(|| bad("bad message length"))?;
-            let Some(body) = buf.get(at + 5..at + 1 + len) else {
+            let head = &buf[at..at + 5];
+            let Some(body) = buf.get(at + 5..at + total) else {
                 return Ok(None);
             };
             match head[0] {
@@ -68,13 +67,13 @@ impl Role {
                 }
                 b'E' => failed = Some(parse_error_fields(body)),
                 b'Z' => {
-                    at += 1 + len;
+                    at += total;
                     break;
                 }
                 // RowDescription, CommandComplete, notices, parameter reports.
                 _ => {}
             }
-            at += 1 + len;
+            at += total;
         }
         let _ = buf.split_to(at);
         if let Some(e) = failed {

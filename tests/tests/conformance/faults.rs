@@ -391,3 +391,53 @@ pub async fn a_server_restart_resolves_every_unit_and_service_resumes<H: Harness
     db.close().await;
     drop(cluster);
 }
+
+/// A fake server: accepts one connection, reads the startup packet, answers with `reply` and
+/// keeps the socket open (reading and discarding) so that only the reply can end the attempt.
+fn hostile_server(reply: Vec<u8>) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = listener.accept() else {
+            return;
+        };
+        let mut len = [0u8; 4];
+        if s.read_exact(&mut len).is_err() {
+            return;
+        }
+        let mut rest = vec![0u8; (u32::from_be_bytes(len) as usize).saturating_sub(4)];
+        if s.read_exact(&mut rest).is_err() || s.write_all(&reply).is_err() {
+            return;
+        }
+        let mut sink = [0u8; 512];
+        while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
+    });
+    port
+}
+
+/// A server whose length headers claim gigabytes: the connection fails at the header with a
+/// protocol error, not after waiting for (and reserving) the claimed bytes until the connect
+/// timeout.
+pub async fn impossible_message_lengths_fail_at_once<H: Harness>() {
+    for (reply, needle) in [
+        // An authentication request claiming ~2 GiB: a short type.
+        (b"R\x7f\xff\xff\xf0".to_vec(), "never longer than 30000"),
+        // An ErrorResponse (a type that may be long) claiming 4 GiB, over the cap.
+        (b"E\xff\xff\xff\xf0".to_vec(), "max_message_size"),
+    ] {
+        let port = hostile_server(reply);
+        let mut c = Config::parse(&format!(
+            "host=127.0.0.1 port={port} user=x dbname=x sslmode=disable"
+        ))
+        .unwrap();
+        c.pipeline_size = 1;
+        c.max_message_size = 1 << 20;
+        // Far beyond the test's own limit: only the header check can end the attempt in time.
+        c.connect_timeout = Duration::from_secs(600);
+        match H::connect(c).await.map(|_| ()) {
+            Err(Error::Protocol(msg)) => assert!(msg.contains(needle), "{msg}"),
+            other => panic!("a hostile length header: {other:?}"),
+        }
+    }
+}

@@ -499,6 +499,7 @@ suite! {
         connecting::environment_and_password_file: 60,
         connecting::a_wrong_password_fails_once_and_stays_secret: 60,
         connecting::connection_errors_keep_their_cause: 60,
+        faults::impossible_message_lengths_fail_at_once: 30,
         faults::a_server_restart_resolves_every_unit_and_service_resumes: 90,
         topology::host_lists_are_tried_in_order_past_servers_that_are_down: 120,
         topology::load_balance_random_spreads_connections: 120,

@@ -148,6 +148,7 @@ const ACCEPTED: &[(&str, Check)] = &[
     ("named_statements=off", |c| !c.named_statements),
     ("fair_lanes=off", |c| !c.fair_lanes),
     ("trace_sql=on", |c| c.trace_sql),
+    ("max_message_size=65536", |c| c.max_message_size == 65536),
     ("sync_coalescing=off", |c| !c.sync_coalescing),
     ("named_statements=1", |c| c.named_statements),
     ("load_balance_hosts=disable", |c| {

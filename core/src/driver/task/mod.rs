@@ -151,6 +151,7 @@ impl<R: Runtime> ConnTask<R> {
         opened: Arc<Waiter<Result<(), Error>>>,
     ) -> Self {
         let phase = Phase::Opening(Box::new(Opening::new(&rt, &cfg, exclusive)));
+        let max_message = cfg.max_message_size;
         let rt_now = rt.now();
         ConnTask {
             rt,
@@ -163,7 +164,7 @@ impl<R: Runtime> ConnTask<R> {
             wbuf: BytesMut::with_capacity(16 * 1024),
             pumped: 0,
             written: 0,
-            pipeline: Pipeline::new(),
+            pipeline: Pipeline::new().with_max_message(max_message),
             wakes: DeferredWakes::default(),
             session: SessionInfo::default(),
             fatal: None,

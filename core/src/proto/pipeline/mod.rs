@@ -240,6 +240,8 @@ impl<T> InFlight<T> {
 pub struct Pipeline<T> {
     fifo: VecDeque<InFlight<T>>,
     ready_seen: u64,
+    /// The longest message accepted (`Config::max_message_size`).
+    max_message: usize,
     /// The last drain stopped at a row its streaming consumer had no room for.
     paused: bool,
 }
@@ -249,6 +251,7 @@ impl<T> Default for Pipeline<T> {
         Pipeline {
             fifo: VecDeque::new(),
             ready_seen: 0,
+            max_message: super::frame::DEFAULT_MAX_MESSAGE_SIZE,
             paused: false,
         }
     }
@@ -262,6 +265,13 @@ impl<T> Pipeline<T> {
     /// An empty pipeline.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// This pipeline, refusing messages longer than `max` bytes (and short-type messages over
+    /// [`super::frame::SHORT_MESSAGE_MAX`]) before anything is allocated for them.
+    pub fn with_max_message(mut self, max: usize) -> Self {
+        self.max_message = max;
+        self
     }
 
     /// Records that a unit's messages were written (in this order) to the server.
@@ -346,21 +356,14 @@ impl<T> Pipeline<T> {
         let mut done = 0;
         self.paused = false;
         loop {
-            if buf.len() < 5 {
+            let Some(total) = super::frame::frame_len(buf, self.max_message)
+                .map_err(|e| ProtocolViolation(e.to_string()))?
+            else {
                 return Ok(done);
-            }
-            let tag = buf[0];
-            let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
-            if len < 4 {
-                return Err(ProtocolViolation(format!(
-                    "message {:?} has length {len}",
-                    tag as char
-                )));
-            }
-            let total = len + 1;
+            };
+            let (tag, len) = (buf[0], total - 1);
             if buf.len() < total {
-                // Reserve for the rest so the next read lands in one buffer.
-                buf.reserve(total - buf.len());
+                super::frame::reserve_for(buf, total);
                 return Ok(done);
             }
             if matches!(tag, b'D' | b'T')

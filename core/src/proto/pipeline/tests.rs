@@ -705,3 +705,32 @@ fn a_status_unit_is_answered_by_a_ready_for_query_alone() {
         (vec!["0 rows=0 affected=0 verb=".to_owned()], b"T".to_vec())
     );
 }
+
+#[test]
+fn a_length_header_beyond_the_cap_fails_before_its_body_is_reserved() {
+    struct Nop;
+    impl Handler<u8> for Nop {
+        fn unit_done(&mut self, _: u8, _: Outcome) {}
+    }
+    let mut p: Pipeline<u8> = Pipeline::new().with_max_message(1 << 20);
+    p.push(1, UnitKind::Execute(columns()));
+    // A DataRow claiming 4 GiB: refused at its header.
+    let mut buf = BytesMut::from(&b"D\xff\xff\xff\xf0"[..]);
+    let e = p.drain(&mut buf, &mut Nop).unwrap_err();
+    assert!(e.0.contains("max_message_size"), "{}", e.0);
+    assert!(buf.capacity() < 4096, "{}", buf.capacity());
+    // A CommandComplete claiming 1 MiB: a short type, refused whatever the cap.
+    let mut buf = BytesMut::from(&b"C\x00\x10\x00\x00"[..]);
+    let e = p.drain(&mut buf, &mut Nop).unwrap_err();
+    assert!(e.0.contains("never longer"), "{}", e.0);
+    // A legitimate partial row under the cap reserves at most one step ahead of what arrived.
+    let mut p: Pipeline<u8> = Pipeline::new();
+    p.push(1, UnitKind::Execute(columns()));
+    let mut buf = BytesMut::from(&b"D\x3f\xff\xff\xf0\0\x01"[..]);
+    assert_eq!(p.drain(&mut buf, &mut Nop).unwrap(), 0);
+    assert!(
+        buf.capacity() <= crate::proto::frame::RESERVE_AHEAD + 4096,
+        "{}",
+        buf.capacity()
+    );
+}
