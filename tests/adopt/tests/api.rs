@@ -7,8 +7,8 @@
 //! rustdoc's JSON needs a nightly toolchain (`cargo +nightly`). Without one the test says so and
 //! passes; `PGPIPE_REQUIRE_NIGHTLY=1` (CI) makes that a failure.
 
+use pgpipe_adopt::root;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
@@ -20,14 +20,6 @@ const CRATES: &[(&str, &str)] = &[
     ("pgpipe-tokio", "pgpipe_tokio"),
     ("pgpipe-glommio", "pgpipe_glommio"),
 ];
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("tests/adopt is two levels down")
-        .to_path_buf()
-}
 
 #[test]
 fn the_public_api_listing_is_current() {

@@ -8,8 +8,8 @@
 //!
 //! The README's `toml` block names adapter features: each must be a feature of `pgpipe-smol`.
 
+use pgpipe_adopt::root;
 use std::error::Error;
-use std::path::{Path, PathBuf};
 
 /// Documentation files whose Rust blocks live here.
 const DOCS: &[&str] = &[
@@ -23,15 +23,6 @@ const DOCS: &[&str] = &[
 
 /// This file, as the messages name it.
 const THIS: &str = "tests/adopt/tests/docs.rs";
-
-/// The repository root.
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("tests/adopt is two levels down")
-        .to_path_buf()
-}
 
 /// The fenced blocks of `text` whose info string starts with `lang`, as lines.
 fn blocks(text: &str, lang: &str) -> Vec<Vec<String>> {

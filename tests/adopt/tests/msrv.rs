@@ -4,21 +4,13 @@
 //! `incompatible_msrv` lint (CI runs clippy with warnings denied) checks pgpipe's own code
 //! against the same `rust-version`.
 
+use pgpipe_adopt::root;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 
 const PUBLISHED: &[&str] = &["pgpipe", "pgpipe-smol", "pgpipe-tokio", "pgpipe-glommio"];
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("tests/adopt is two levels down")
-        .to_path_buf()
-}
 
 fn cargo(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO"))
