@@ -400,6 +400,22 @@ fn documented_defaults_of_pgpipe_options_are_the_codes() {
     let base = Config::default();
     let connecting = include_str!("../../../../docs/CONNECTING.md");
     let readme = include_str!("../../../../README.md");
+    // docs/ROUTING.md's table of the routing knobs: keyword, field, default (with its unit).
+    let routing = include_str!("../../../../docs/ROUTING.md");
+    let mut routed = 0;
+    for row in routing.lines().filter(|l| l.starts_with("| `")) {
+        let key = row.split('`').nth(1).expect("a keyword");
+        if let Some(code) = base.pgpipe_option(key) {
+            let default = row.split('|').nth(3).expect("a Default column");
+            let value = default.split_whitespace().next().unwrap_or("");
+            assert_eq!(normal(value), code, "docs/ROUTING.md's default of {key}");
+            routed += 1;
+        }
+    }
+    assert!(
+        routed >= 7,
+        "docs/ROUTING.md's table of routing knobs: {routed} rows"
+    );
     for key in crate::config::pgpipe_keywords() {
         let code = base.pgpipe_option(key).expect("readable");
         let row = connecting
