@@ -257,6 +257,22 @@ impl Error {
         }
     }
 
+    /// A connect failed the way a server restart or failover makes it fail, so trying again
+    /// soon may succeed: the connection was refused, reset or timed out, the server said it
+    /// is starting up, shutting down or out of connection slots (SQLSTATE classes 57 and 08,
+    /// 53300), or it had the wrong role for `target_session_attrs`.
+    pub(crate) fn is_transient_connect(&self) -> bool {
+        match self {
+            Error::Io(_) | Error::WrongRole { .. } | Error::Timeout => true,
+            Error::Db(db) => {
+                let code = db.code().as_str();
+                code.starts_with("57") || code.starts_with("08") || code == "53300"
+            }
+            Error::NoServer { attempts } => attempts.iter().all(|(_, e)| e.is_transient_connect()),
+            _ => false,
+        }
+    }
+
     pub(crate) fn auth(message: impl Into<String>) -> Error {
         Error::Auth {
             message: message.into(),

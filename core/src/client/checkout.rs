@@ -2,6 +2,7 @@
 //! handover is done or a new one, under `checkout_timeout`, and the claim that gives a
 //! connection back if the checkout is abandoned half-way.
 
+use std::sync::atomic::Ordering::Acquire;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
@@ -21,6 +22,7 @@ impl<R: Adapter> Client<R> {
         let me = futures_lite::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
         let pinned = &self.inner.pinned;
         let started = self.inner.rt.now();
+        let mut pause = REOPEN_PAUSE;
         loop {
             let mut early = false;
             let conn = match self.acquire(&me, started).await? {
@@ -49,8 +51,14 @@ impl<R: Adapter> Client<R> {
                     let opened = start_task(&inner.rt, &inner.cfg, &shared, true);
                     let claim = Claim::new(pinned, &shared);
                     // On failure the claim's drop frees the slot.
-                    futures_lite::future::poll_fn(|cx| opened.poll_block(cx)).await?;
-                    claim.keep()
+                    match futures_lite::future::poll_fn(|cx| opened.poll_block(cx)).await {
+                        Ok(()) => claim.keep(),
+                        Err(e) => {
+                            drop(claim);
+                            self.pause_before_reopen(e, started, &mut pause).await?;
+                            continue;
+                        }
+                    }
                 }
                 Grant::Closed => return Err(Error::Closed),
             };
@@ -60,7 +68,39 @@ impl<R: Adapter> Client<R> {
     }
 }
 
+/// The first pause before a checkout opens again after its open failed; it doubles up to
+/// [`REOPEN_PAUSE_MAX`].
+const REOPEN_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+const REOPEN_PAUSE_MAX: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl<R: Runtime> Client<R> {
+    /// Opening an exclusive connection failed with `e`. Nothing of the checkout was sent, so
+    /// while the failure is one a restart or failover gives (the server refused or dropped
+    /// the connection, or said it is starting up or shutting down) the checkout opens again
+    /// after a pause, within `dispatch_timeout` and `checkout_timeout` since `started`; else,
+    /// or past them, `e` is the checkout's error.
+    async fn pause_before_reopen(
+        &self,
+        e: Error,
+        started: Instant,
+        pause: &mut std::time::Duration,
+    ) -> Result<(), Error> {
+        let inner = &*self.inner;
+        let config = &inner.config;
+        let mut until = started + config.dispatch_timeout;
+        if let Some(limit) = config.checkout_timeout {
+            until = until.min(started + limit);
+        }
+        let rt = &inner.rt;
+        let at = rt.now() + *pause;
+        if !e.is_transient_connect() || at > until || inner.closing.load(Acquire) {
+            return Err(e);
+        }
+        *pause = (*pause * 2).min(REOPEN_PAUSE_MAX);
+        rt.sleep_until(at).await;
+        Ok(())
+    }
+
     /// Waits for an exclusive connection or a slot, for at most `checkout_timeout` since
     /// `started`. Only this wait is bounded here: opening is bounded by `connect_timeout`, and
     /// a previous holder's reset by the cancel bound.

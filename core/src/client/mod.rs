@@ -302,6 +302,7 @@ impl<R: Runtime> Client<R> {
         self.inner.closing.store(true, Release);
         for c in &self.inner.conns {
             c.begin_close();
+            c.live.notify(usize::MAX);
         }
         let idle = self.inner.pinned.close();
         for c in self.inner.conns.iter().chain(&idle) {
@@ -396,6 +397,7 @@ impl<R: Runtime> Client<R> {
         self.inner.closing.store(true, Release);
         for c in &self.inner.conns {
             c.abort();
+            c.live.notify(usize::MAX);
         }
         self.inner.pinned.abort();
     }
@@ -496,7 +498,9 @@ impl<R: Runtime> Client<R> {
         (conn, r)
     }
 
-    /// `None`: retry on another connection (the unit was never sent and one is still open).
+    /// `None`: retry (the unit was never sent, and a connection is open or may come back
+    /// within `dispatch_timeout`, which routing waits for). The count bounds a unit whose
+    /// connections keep dying under it; each retry follows a connection's failure.
     fn retry_or_return<T>(
         &self,
         conn: &ConnShared,
@@ -506,8 +510,9 @@ impl<R: Runtime> Client<R> {
         match r {
             Err(Error::NotDispatched { reason })
                 if (self.inner.config.retry_not_dispatched || reason.is_retired())
-                    && *attempts < self.inner.conns.len()
-                    && self.inner.conns.iter().any(|c| c.is_open()) =>
+                    && *attempts < self.inner.conns.len() + 2
+                    && (!self.inner.config.dispatch_timeout.is_zero()
+                        || self.inner.conns.iter().any(|c| c.is_open())) =>
             {
                 *attempts += 1;
                 conn.counters.inc(&conn.counters.retries);

@@ -3,6 +3,7 @@
 //! round trips, saturates the base ones; lanes for statements estimated slow.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
@@ -68,7 +69,7 @@ impl<R: Runtime> Client<R> {
         let base = inner.base();
         let start = inner.cursor.fetch_add(1, Relaxed) % base.len();
         let Some(best) = least_loaded(base, start) else {
-            return self.fallback();
+            return self.wait_for_live(deadline).await;
         };
         if inner.on_demand().is_empty() || !best.is_work_bound() {
             return Ok(best);
@@ -209,6 +210,51 @@ impl<R: Runtime> Client<R> {
             return Some(c);
         }
         best
+    }
+
+    /// No base connection is open (every one is reconnecting: a server restart, a failover, a
+    /// terminated backend): the unit has not left the client, so it waits for one to open
+    /// rather than fail while the client reconnects. Bounded by `dispatch_timeout` and the
+    /// caller's deadline; then `NoConnection` with the last connection error (or `Timeout`
+    /// for the deadline, as everywhere else).
+    async fn wait_for_live(&self, deadline: Option<Instant>) -> Result<&Arc<ConnShared>, Error> {
+        let inner = &*self.inner;
+        let rt = &inner.rt;
+        let started = rt.now();
+        let until = started + inner.config.dispatch_timeout;
+        loop {
+            // Listen before looking: an open in between is not missed.
+            let mut listeners: Vec<_> = inner.base().iter().map(|c| c.live.listen()).collect();
+            if let Some(c) = least_loaded(inner.base(), 0) {
+                return Ok(c);
+            }
+            let reason = match self.fallback() {
+                Err(Error::NoConnection { reason }) => reason,
+                other => return other,
+            };
+            let now = rt.now();
+            if now >= until {
+                let waited = now.saturating_duration_since(started);
+                let reason = match inner.config.dispatch_timeout.is_zero() {
+                    true => reason,
+                    false => format!("none came back within {waited:?}; {reason}").into(),
+                };
+                return Err(Error::NoConnection { reason });
+            }
+            let opened = futures_lite::future::poll_fn(|cx| {
+                let mut ready = listeners.iter_mut().map(|l| Pin::new(l).poll(cx));
+                match ready.any(|p| p.is_ready()) {
+                    true => std::task::Poll::Ready(Ok(())),
+                    false => std::task::Poll::Pending,
+                }
+            });
+            let bound = async {
+                rt.sleep_until(until).await;
+                Ok(())
+            };
+            let wait = futures_lite::future::or(opened, bound);
+            crate::rt::with_deadline(rt, deadline, wait).await?;
+        }
     }
 
     /// No base connection is open: an open overflow connection if there is one, else why not.

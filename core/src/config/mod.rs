@@ -102,6 +102,12 @@ pub struct Config {
     pub query_timeout: Option<Duration>,
     /// Retry units that were never sent on another live connection (`retry_not_dispatched`, default true).
     pub retry_not_dispatched: bool,
+    /// How long a shared-path unit that has not been sent waits for a live connection while
+    /// every pipelined connection is down (reconnecting after a restart, a failover, a
+    /// terminated backend), bounded by its deadline too (`dispatch_timeout_ms`, default
+    /// 10000). When it passes the unit fails with `Error::NoConnection` and the last
+    /// connection error; zero fails at once.
+    pub dispatch_timeout: Duration,
     /// Exclusive connections (sessions and transactions) that may always be open, whatever the
     /// shared path's lanes and overflow use (`pinned_size`, default 2). Beyond it, exclusive
     /// connections open on demand while the client's connections stay within `max_connections`;
@@ -187,6 +193,7 @@ impl Default for Config {
             checkout_timeout: None,
             shared_statement_timeout: None,
             retry_not_dispatched: true,
+            dispatch_timeout: Duration::from_secs(10),
             pinned_size: 2,
             release_reset: ReleaseReset::Changed,
             guard: crate::guard::Mode::Default,
@@ -233,6 +240,7 @@ impl fmt::Debug for Config {
             .field("checkout_timeout", &self.checkout_timeout)
             .field("shared_statement_timeout", &self.shared_statement_timeout)
             .field("retry_not_dispatched", &self.retry_not_dispatched)
+            .field("dispatch_timeout", &self.dispatch_timeout)
             .field("pinned_size", &self.pinned_size)
             .field("release_reset", &self.release_reset)
             .field("guard", &self.guard)

@@ -97,6 +97,7 @@ pub(crate) const KEYWORDS: &[Keyword] = &[
     own("max_message_size"),
     own("query_timeout"),
     own("retry_not_dispatched"),
+    own("dispatch_timeout_ms"),
     own("pinned_size"),
     own("release_reset"),
     own("guard"),

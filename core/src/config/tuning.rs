@@ -52,6 +52,7 @@ impl Config {
             "max_message_size" => self.max_message_size.to_string(),
             "query_timeout" => ms(self.query_timeout),
             "retry_not_dispatched" => on(self.retry_not_dispatched),
+            "dispatch_timeout_ms" => self.dispatch_timeout.as_millis().to_string(),
             "pinned_size" => self.pinned_size.to_string(),
             "max_connections" => self.max_connections.to_string(),
             "slow_threshold_us" => self.slow_threshold.as_micros().to_string(),
@@ -112,6 +113,7 @@ impl Config {
                 self.query_timeout = (ms > 0).then(|| Duration::from_millis(ms));
             }
             "retry_not_dispatched" => self.retry_not_dispatched = boolean(key, v)?,
+            "dispatch_timeout_ms" => self.dispatch_timeout = Duration::from_millis(num(key, v)?),
             "pinned_size" => self.pinned_size = num(key, v)?,
             "max_connections" => self.max_connections = num(key, v)?,
             "slow_threshold_us" => self.slow_threshold = Duration::from_micros(num(key, v)?),
@@ -186,7 +188,7 @@ mod tests {
             assert_eq!(again, base, "{key}={value} changed the configuration");
             n += 1;
         }
-        assert_eq!(n, 21);
+        assert_eq!(n, 22);
         assert_eq!(base.pgpipe_option("sslmode"), None);
         assert_eq!(base.pgpipe_option("pipeline_size").as_deref(), Some("4"));
         assert_eq!(

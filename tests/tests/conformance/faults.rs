@@ -1,6 +1,6 @@
 //! Network faults between the client and the server, made by the project's fault proxy: a
 //! peer that goes silent while TCP still acknowledges (half-open), and a connection cut in the
-//! middle of a message, a cancel storm, a server restart. Every unit must resolve with its own result or a typed error that the
+//! middle of a message, a cancel storm, hostile length headers. Every unit must resolve with its own result or a typed error that the
 //! server's table contents confirm, and the service must come back by itself.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use pgpipe::{Config, Error};
 use pgpipe_tests::fault_proxy::FaultProxy;
-use pgpipe_tests::Cluster;
 
-use crate::{config, off_thread, psql, wait_until, Db, Harness};
+use crate::{config, psql, wait_until, Db, Harness};
 
 /// A proxy in front of the test server, and a client of it that `f` configures.
 async fn through_proxy<H: Harness>(f: impl FnOnce(&mut Config)) -> (FaultProxy, Db<H>) {
@@ -313,83 +312,6 @@ pub async fn cancel_storm<H: Harness>(direct: Config, f: impl FnOnce(&mut Config
         .expect("after the storm");
     assert_eq!(row.get::<_, i64>(0), 1);
     db.close().await;
-}
-
-/// Backoff after a lost connection reaches at most 5 s (`proto/timing.rs`), so a restarted
-/// server is served again within that and a connect after it accepts connections.
-const RECOVERY_BOUND: Duration = Duration::from_secs(8);
-
-pub async fn a_server_restart_resolves_every_unit_and_service_resumes<H: Harness>() {
-    use std::cell::{Cell, RefCell};
-    use std::rc::Rc;
-    use std::time::Instant;
-
-    let cluster = off_thread::<H, _>(|| Cluster::start().expect("a cluster to restart")).await;
-    let mut cfg = Config::parse(&cluster.url()).expect("cluster URL");
-    cfg.pipeline_size = 2;
-    cfg.max_connections = 2;
-    let db = H::connect(cfg).await.expect("connect");
-    let stop = Rc::new(Cell::new(false));
-    // When each unit resolved, and whether it succeeded.
-    let log: Rc<RefCell<Vec<(Instant, bool)>>> = Rc::default();
-    let tasks: Vec<_> = (0..4i64)
-        .map(|t| {
-            let (db, stop, log) = (db.clone(), stop.clone(), log.clone());
-            H::spawn(async move {
-                let mut n = t * 1_000_000;
-                while !stop.get() {
-                    n += 1;
-                    match db.query_one("SELECT $1::int8", &[&n]).await {
-                        Ok(row) => {
-                            assert_eq!(row.get::<_, i64>(0), n, "a unit got another's row");
-                            log.borrow_mut().push((Instant::now(), true));
-                        }
-                        Err(e) => {
-                            let typed = matches!(
-                                e,
-                                Error::Indeterminate { .. }
-                                    | Error::NotDispatched { .. }
-                                    | Error::NoConnection { .. }
-                            ) || e.code().is_some_and(|c| c.as_str() == "57P01");
-                            assert!(typed, "an untyped or wrong failure: {e:?}");
-                            log.borrow_mut().push((Instant::now(), false));
-                            // No live connection answers at once: do not spin on it.
-                            H::sleep(Duration::from_millis(5)).await;
-                        }
-                    }
-                }
-            })
-        })
-        .collect();
-    crate::wait_until::<H>(|| log.borrow().len() >= 200).await;
-    let cluster = off_thread::<H, _>(move || {
-        let mut cluster = cluster;
-        cluster.restart().expect("restart");
-        cluster
-    })
-    .await;
-    let ready = Instant::now();
-    crate::wait_until::<H>(|| log.borrow().iter().any(|&(at, ok)| ok && at > ready)).await;
-    stop.set(true);
-    for t in tasks {
-        t.await;
-    }
-    let log = std::mem::take(&mut *log.borrow_mut());
-    let back = log
-        .iter()
-        .find(|&&(at, ok)| ok && at > ready)
-        .map(|&(at, _)| at - ready)
-        .expect("served again");
-    let failed = log.iter().filter(|&&(_, ok)| !ok).count();
-    eprintln!(
-        "{}: {} units, {failed} failed with typed errors; served again {back:?} after the server was ready",
-        H::name(),
-        log.len()
-    );
-    assert!(failed >= 1, "the restart reached no unit");
-    assert!(back < RECOVERY_BOUND, "service resumed only after {back:?}");
-    db.close().await;
-    drop(cluster);
 }
 
 /// A fake server: accepts one connection, reads the startup packet, answers with `reply` and

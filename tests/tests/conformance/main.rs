@@ -17,6 +17,7 @@ mod copy;
 mod faults;
 mod foundation;
 mod pooler;
+mod reconnect;
 mod reset;
 mod runtime;
 mod service;
@@ -500,7 +501,9 @@ suite! {
         connecting::a_wrong_password_fails_once_and_stays_secret: 60,
         connecting::connection_errors_keep_their_cause: 60,
         faults::impossible_message_lengths_fail_at_once: 30,
-        faults::a_server_restart_resolves_every_unit_and_service_resumes: 90,
+        reconnect::a_server_restart_fails_only_sent_units_and_service_resumes: 90,
+        reconnect::terminated_backends_fail_only_sent_units: 90,
+        reconnect::units_wait_for_a_server_within_their_bounds: 90,
         topology::host_lists_are_tried_in_order_past_servers_that_are_down: 120,
         topology::load_balance_random_spreads_connections: 120,
         topology::every_target_session_attrs_value_picks_the_right_server: 180,

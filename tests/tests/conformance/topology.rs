@@ -317,9 +317,11 @@ pub async fn a_promoted_standby_stops_serving_read_only_clients<H: Harness>() {
         (primary, standby)
     })
     .await;
-    let db = H::connect(hosts(&[primary.port(), standby.port()], "standby"))
-        .await
-        .expect("connect");
+    let mut cfg = hosts(&[primary.port(), standby.port()], "standby");
+    // Units wait this long for a standby to appear (a failover could bring one) before
+    // failing; the test looks at the failure.
+    cfg.dispatch_timeout = Duration::from_millis(300);
+    let db = H::connect(cfg).await.expect("connect");
     assert_eq!(served_by::<H>(&db).await, standby.port());
     let standby = off_thread::<H, _>(move || {
         standby.promote().expect("promote");

@@ -519,10 +519,13 @@ pub async fn a_committing_transaction_hands_its_connection_on<H: Harness>() {
     let ids = db.query(&format!("SELECT id FROM {t}"), &[]).await.unwrap();
     let ids: Vec<i32> = ids.iter().map(|r| r.get(0)).collect();
     assert_eq!(ids, [2], "A rolled back, B committed");
+    // A's COMMIT had B waiting; B's hands on only if its release comes before the server's
+    // answer (on a runtime whose connection tasks run on other threads the answer can win, and
+    // then it is an ordinary release).
     let handed = db.stats().exclusive.early_handovers;
     assert!(
-        handed >= 2,
-        "A's and B's COMMITs handed the connection on: {:?}",
+        handed >= 1,
+        "A's COMMIT handed the connection on: {:?}",
         db.stats().exclusive
     );
 

@@ -203,6 +203,10 @@ const ACCEPTED: &[(&str, Check)] = &[
     ("query_timeout=0", |c| c.query_timeout.is_none()),
     ("retry_not_dispatched=false", |c| !c.retry_not_dispatched),
     ("retry_not_dispatched=0", |c| !c.retry_not_dispatched),
+    ("dispatch_timeout_ms=0", |c| c.dispatch_timeout.is_zero()),
+    ("dispatch_timeout_ms=2500", |c| {
+        c.dispatch_timeout == Duration::from_millis(2500)
+    }),
     ("pinned_size=3", |c| c.pinned_size == 3),
     ("release_reset=always", |c| {
         c.release_reset == crate::config::ReleaseReset::Always

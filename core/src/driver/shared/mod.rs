@@ -264,6 +264,9 @@ pub(crate) struct ConnShared {
     pub(crate) counters: Counters,
     /// Signalled when the task has exited.
     pub(crate) exited: Event,
+    /// Signalled when the connection opens (or reopens), and when the service closes: units
+    /// waiting for a live connection look again (`Client::wait_for_live`).
+    pub(crate) live: Event,
     pub(crate) exited_flag: AtomicBool,
     /// The client's cost estimates, shared by its connections.
     costs: Arc<CostTable>,
@@ -338,6 +341,7 @@ impl ConnShared {
             }),
             counters: Counters::default(),
             exited: Event::new(),
+            live: Event::new(),
             exited_flag: AtomicBool::new(false),
             open_flag: AtomicBool::new(false),
             abort_flag: AtomicBool::new(false),

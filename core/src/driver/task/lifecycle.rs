@@ -117,6 +117,8 @@ impl<R: Runtime> ConnTask<R> {
         let mut st = lock(&self.shared.state);
         if matches!(st.status, Status::Dead(_)) {
             self.shared.set_status(&mut st, Status::Open);
+            drop(st);
+            self.shared.live.notify(usize::MAX);
         }
     }
 

@@ -1,0 +1,306 @@
+//! Reconnecting under load: a server restart, every backend terminated. Units in flight
+//! resolve with typed errors that say they were sent; units that had not left the client
+//! wait for a live connection (`dispatch_timeout`) and succeed, so neither a query nor a
+//! transaction's checkout fails with an error for work never sent. The service comes back by
+//! itself.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use pgpipe::{Config, Error};
+use pgpipe_tests::Cluster;
+
+use crate::{off_thread, psql_async, wait_until, Db, Harness, Local};
+
+/// Backoff after a lost connection reaches at most 5 s (`proto/timing.rs`), so a restarted
+/// server is served again within that and a connect after it accepts connections.
+const RECOVERY_BOUND: Duration = Duration::from_secs(8);
+
+/// How each unit of the load resolved.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Outcome {
+    Ok,
+    /// Sent, and its connection died under it: `Indeterminate`, or the server's own
+    /// termination error (57P01) as the answer to it.
+    Sent,
+    /// An error for work that never reached the server.
+    NeverSent,
+}
+
+/// What the load saw, in the order the units resolved.
+#[derive(Default)]
+struct Log {
+    units: Vec<(Instant, Outcome)>,
+    /// The never-sent errors themselves, for the failure message.
+    never_sent: Vec<String>,
+}
+
+fn sent(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Indeterminate { .. } | Error::IndeterminateCommit { .. }
+    ) || e.code().is_some_and(|c| c.as_str() == "57P01")
+}
+
+/// Four tasks of point selects and one of transactions on `db` until `stop`: every unit's
+/// outcome goes to the log; a wrong row or an untyped error fails the test at once.
+fn load<H: Harness>(db: &Db<H>, stop: &Rc<Cell<bool>>, log: &Rc<RefCell<Log>>) -> Vec<Local<()>> {
+    let record = |log: &Rc<RefCell<Log>>, r: Result<(), Error>| {
+        let mut log = log.borrow_mut();
+        let outcome = match r {
+            Ok(()) => Outcome::Ok,
+            Err(e) if sent(&e) => Outcome::Sent,
+            Err(e @ (Error::NotDispatched { .. } | Error::NoConnection { .. })) => {
+                log.never_sent.push(e.to_string());
+                Outcome::NeverSent
+            }
+            Err(e) => panic!("an untyped or wrong failure: {e:?}"),
+        };
+        log.units.push((Instant::now(), outcome));
+        outcome
+    };
+    let mut tasks: Vec<_> = (0..4i64)
+        .map(|t| {
+            let (db, stop, log) = (db.clone(), stop.clone(), log.clone());
+            H::spawn(async move {
+                let mut n = t * 1_000_000;
+                while !stop.get() {
+                    n += 1;
+                    let r = db.query_one("SELECT $1::int8", &[&n]).await.map(|row| {
+                        assert_eq!(row.get::<_, i64>(0), n, "a unit got another's row");
+                    });
+                    if record(&log, r) != Outcome::Ok {
+                        // Do not spin on a failure.
+                        H::sleep(Duration::from_millis(5)).await;
+                    }
+                }
+            })
+        })
+        .collect();
+    let (db, stop, log) = (db.clone(), stop.clone(), log.clone());
+    tasks.push(H::spawn(async move {
+        let mut n = 0i64;
+        while !stop.get() {
+            n += 1;
+            // The checkout sends nothing: its failure is one for work never sent. Inside the
+            // transaction the held connection may die under a statement: the caller's to retry.
+            let tx = match db.transaction().await {
+                Ok(tx) => tx,
+                Err(e) => {
+                    let e = match e {
+                        e @ (Error::NotDispatched { .. } | Error::NoConnection { .. }) => e,
+                        other => Error::NoConnection {
+                            reason: format!("checkout failed: {other}").into(),
+                        },
+                    };
+                    record(&log, Err(e));
+                    H::sleep(Duration::from_millis(5)).await;
+                    continue;
+                }
+            };
+            let r = async {
+                let row = tx.query_one("SELECT $1::int8", &[&n]).await?;
+                assert_eq!(row.get::<_, i64>(0), n, "a transaction got another's row");
+                tx.commit().await
+            }
+            .await;
+            let r = match r {
+                Err(e @ Error::NotDispatched { .. }) => Err(Error::Indeterminate {
+                    reason: format!("the held connection died: {e}").into(),
+                }),
+                other => other,
+            };
+            if record(&log, r) != Outcome::Ok {
+                H::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }));
+    tasks
+}
+
+/// Ends the load and checks what it saw after `ready` (the fault is over): the service came
+/// back, and nothing failed that was never sent. Returns (units, sent failures, recovery).
+async fn finish<H: Harness>(
+    stop: &Rc<Cell<bool>>,
+    log: &Rc<RefCell<Log>>,
+    tasks: Vec<Local<()>>,
+    ready: Instant,
+) -> (usize, usize, Duration) {
+    wait_until::<H>(|| {
+        log.borrow()
+            .units
+            .iter()
+            .any(|&(at, o)| o == Outcome::Ok && at > ready)
+    })
+    .await;
+    stop.set(true);
+    for t in tasks {
+        t.await;
+    }
+    let log = std::mem::take(&mut *log.borrow_mut());
+    assert!(
+        log.never_sent.is_empty(),
+        "{} units failed that were never sent, first: {}",
+        log.never_sent.len(),
+        log.never_sent[0]
+    );
+    let back = log
+        .units
+        .iter()
+        .find(|&&(at, o)| o == Outcome::Ok && at > ready)
+        .map(|&(at, _)| at - ready)
+        .expect("served again");
+    let failed = log.units.iter().filter(|u| u.1 == Outcome::Sent).count();
+    (log.units.len(), failed, back)
+}
+
+pub async fn a_server_restart_fails_only_sent_units_and_service_resumes<H: Harness>() {
+    let cluster = off_thread::<H, _>(|| Cluster::start().expect("a cluster to restart")).await;
+    let mut cfg = Config::parse(&cluster.url()).expect("cluster URL");
+    cfg.pipeline_size = 2;
+    cfg.max_connections = 4;
+    cfg.pinned_size = 1;
+    let db = H::connect(cfg).await.expect("connect");
+    let stop = Rc::new(Cell::new(false));
+    let log = Rc::<RefCell<Log>>::default();
+    let tasks = load::<H>(&db, &stop, &log);
+    wait_until::<H>(|| log.borrow().units.len() >= 200).await;
+    let cluster = off_thread::<H, _>(move || {
+        let mut cluster = cluster;
+        cluster.restart().expect("restart");
+        cluster
+    })
+    .await;
+    let ready = Instant::now();
+    let (units, failed, back) = finish::<H>(&stop, &log, tasks, ready).await;
+    eprintln!(
+        "{}: {units} units, {failed} sent ones failed with typed errors, none never sent; \
+         served again {back:?} after the server was ready",
+        H::name()
+    );
+    assert!(back < RECOVERY_BOUND, "service resumed only after {back:?}");
+    assert!(db.stats().total.reconnects >= 1, "{:?}", db.stats().total);
+    db.close().await;
+    drop(cluster);
+}
+
+pub async fn terminated_backends_fail_only_sent_units<H: Harness>() {
+    let mut cfg = crate::config(|c| {
+        c.pipeline_size = 2;
+        c.max_connections = 4;
+        c.pinned_size = 1;
+    });
+    let app = cfg.application_name.clone().expect("the test's name");
+    cfg.application_name = Some(app.clone());
+    let db = H::connect(cfg).await.expect("connect");
+    let stop = Rc::new(Cell::new(false));
+    let log = Rc::<RefCell<Log>>::default();
+    let tasks = load::<H>(&db, &stop, &log);
+    let kill = format!(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE application_name = '{app}'"
+    );
+    let mut killed = 0;
+    for round in 0..5 {
+        let seen = log.borrow().units.len();
+        // Both shared connections are back and serving: the round terminates them both.
+        wait_until::<H>(|| db.live_connections() == 2 && log.borrow().units.len() >= seen + 100)
+            .await;
+        let n: usize = psql_async::<H>(&kill)
+            .await
+            .trim()
+            .parse()
+            .expect("a count");
+        assert!(n >= 2, "round {round}: {n} backends to terminate");
+        killed += n;
+    }
+    let ready = Instant::now();
+    let (units, failed, back) = finish::<H>(&stop, &log, tasks, ready).await;
+    eprintln!(
+        "{}: {killed} backends terminated in 5 rounds; {units} units, {failed} sent ones failed \
+         with typed errors, none never sent; served again {back:?} after the last round",
+        H::name()
+    );
+    assert!(db.stats().total.reconnects >= 5, "{:?}", db.stats().total);
+    db.close().await;
+}
+
+/// While the server is down, a unit waits out `dispatch_timeout` (or its own deadline, the
+/// shorter) and then fails saying why no connection came back; one waiting when the server
+/// returns runs.
+pub async fn units_wait_for_a_server_within_their_bounds<H: Harness>() {
+    let mut cluster = off_thread::<H, _>(|| Cluster::start().expect("a cluster to stop")).await;
+    let connect = |f: fn(&mut Config)| {
+        let mut cfg = Config::parse(&cluster.url()).expect("cluster URL");
+        cfg.pipeline_size = 1;
+        cfg.pinned_size = 1;
+        cfg.max_connections = 2;
+        f(&mut cfg);
+        H::connect(cfg)
+    };
+    let bounded = connect(|c| c.dispatch_timeout = Duration::from_millis(400))
+        .await
+        .expect("connect");
+    let deadline = connect(|c| c.query_timeout = Some(Duration::from_millis(150)))
+        .await
+        .expect("connect");
+    let patient = connect(|_| {}).await.expect("connect");
+    for db in [&bounded, &deadline, &patient] {
+        db.query_one("SELECT 1", &[]).await.expect("served");
+    }
+    cluster = off_thread::<H, _>(move || {
+        cluster.halt();
+        cluster
+    })
+    .await;
+    wait_until::<H>(|| bounded.live_connections() == 0 && patient.live_connections() == 0).await;
+
+    let t = Instant::now();
+    match bounded.query_one("SELECT 1", &[]).await {
+        Err(Error::NoConnection { reason }) => {
+            assert!(reason.contains("none came back within"), "{reason}");
+            assert!(reason.contains("reconnecting"), "the last error: {reason}");
+        }
+        other => panic!("a down server past dispatch_timeout: {other:?}"),
+    }
+    let waited = t.elapsed();
+    assert!(
+        waited >= Duration::from_millis(400) && waited < Duration::from_secs(3),
+        "waited {waited:?}"
+    );
+    // A checkout opens again within the same bound, then fails with the last attempt's error.
+    let t = Instant::now();
+    match bounded.transaction().await.map(|_| ()) {
+        Err(Error::Io(_)) => {}
+        other => panic!("a checkout on a down server: {other:?}"),
+    }
+    let waited = t.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(3),
+        "the checkout waited {waited:?}"
+    );
+    let t = Instant::now();
+    match deadline.query_one("SELECT 1", &[]).await {
+        Err(Error::Timeout) => assert!(t.elapsed() < Duration::from_secs(3)),
+        other => panic!("a down server past the deadline: {other:?}"),
+    }
+
+    // Waiting when the server comes back: the unit runs.
+    let waiting = {
+        let db = patient.clone();
+        H::spawn(async move { db.query_one("SELECT 41 + 1", &[]).await })
+    };
+    H::sleep(Duration::from_millis(200)).await;
+    let cluster = off_thread::<H, _>(move || {
+        cluster.resume().expect("resume");
+        cluster
+    })
+    .await;
+    let row = waiting.await.expect("the waiting unit ran");
+    assert_eq!(row.get::<_, i32>(0), 42);
+    for db in [bounded, deadline, patient] {
+        db.close().await;
+    }
+    drop(cluster);
+}
