@@ -123,6 +123,45 @@ fn main() {
             })
         });
     }
+    // A megabyte each (never cached: over MAX_CACHED_LEN): ordinary ORM text, a CTE list
+    // with ordinary names, the same list named like refused functions (each entry walks back
+    // to WITH: the shape that was quadratic), and nested parentheses each closed before an
+    // `insert INTO temp` (each asks which `(` a `)` closes).
+    let megabyte = |unit: &dyn Fn(usize) -> String, head: &str| {
+        let mut s = String::from(head);
+        let mut i = 0;
+        while s.len() < 1 << 20 {
+            s.push_str(&unit(i));
+            i += 1;
+        }
+        s
+    };
+    let orm_1m = megabyte(&|_| format!("{ORM_170} AND "), "");
+    let cte = |name: &'static str| {
+        move |i: usize| {
+            format!(
+                "{}{name}(v{i}) AS (SELECT {i})",
+                if i > 0 { ", " } else { "" }
+            )
+        }
+    };
+    let cte_plain_1m = megabyte(&cte("totals"), "WITH ") + " SELECT 1";
+    let cte_refused_1m = megabyte(&cte("lastval"), "WITH ") + " SELECT 1";
+    let parens_1m = format!(
+        "SELECT {}{}",
+        "(".repeat(50_000),
+        ") insert INTO temp.x".repeat(50_000)
+    );
+    let guard = Guard::with_cache_capacity(Mode::Default, 1);
+    for (name, text) in [
+        ("orm_1m", &orm_1m),
+        ("cte_plain_1m", &cte_plain_1m),
+        ("cte_refused_names_1m", &cte_refused_1m),
+        ("nested_parens_1m", &parens_1m),
+    ] {
+        assert!(guard.check(text).is_ok() || name == "orm_1m", "{name}");
+        g.bench_function(name, |b| b.iter(|| guard.check(black_box(text))));
+    }
     g.finish();
     c.final_summary();
 }

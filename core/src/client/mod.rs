@@ -178,7 +178,9 @@ impl<R: Adapter> Client<R> {
             on_demand,
             config.release_reset == crate::config::ReleaseReset::Always,
         ));
-        let guard = Guard::new(config.guard);
+        let guard = Guard::with_extensions(config.guard, cfg.extensions.clone());
+        let session_guard =
+            Guard::with_extensions(crate::guard::Mode::Strict, cfg.extensions.clone());
         let client = Client {
             inner: Arc::new(Inner {
                 rt,
@@ -192,7 +194,7 @@ impl<R: Adapter> Client<R> {
                 cursor: AtomicUsize::new(0),
                 pinned,
                 guard,
-                session_guard: Guard::new(crate::guard::Mode::Strict),
+                session_guard,
                 costs,
                 gate,
                 types,

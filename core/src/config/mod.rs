@@ -13,12 +13,14 @@ mod keyword;
 mod options;
 mod parse;
 mod pgpass;
+mod require_auth;
 #[cfg(test)]
 mod tests;
 mod tuning;
 mod url;
 mod values;
 
+pub use require_auth::{AuthMethod, RequireAuth};
 pub use tuning::{pgpipe_keywords, PGPIPE_OPTIONS};
 
 /// Settings of a connection service. Build one from a libpq connection string with
@@ -63,6 +65,9 @@ pub struct Config {
     pub tls: TlsConfig,
     /// SCRAM channel binding (`channel_binding`, default `prefer`).
     pub channel_binding: ChannelBinding,
+    /// The authentication methods the server may use (`require_auth`, libpq 16's syntax and
+    /// meaning; default: any). Checked before anything is sent in answer to a request.
+    pub require_auth: RequireAuth,
     /// TCP keepalives (`keepalives`, `keepalives_idle`, `keepalives_interval`, `keepalives_count`).
     pub keepalives: Keepalives,
     /// `TCP_USER_TIMEOUT` (`tcp_user_timeout` in milliseconds; `None` leaves the system default).
@@ -118,6 +123,11 @@ pub struct Config {
     pub release_reset: ReleaseReset,
     /// How strict the session-neutrality guard of the shared path is (`guard`: `default` or `strict`).
     pub guard: crate::guard::Mode,
+    /// Functions of installed extensions the guard admits on the shared path although they are
+    /// volatile and not known to keep no session state (`guard_allow_functions`: names
+    /// separated by commas, any case; `*` admits every extension function). See
+    /// `docs/GUARD.md`.
+    pub guard_allow_functions: Vec<String>,
     /// Upper bound on the client's connections (`max_connections`, default 16). Beyond the
     /// `pipeline_size` kept open, the service opens connections on demand — exclusive ones for
     /// sessions and transactions, lanes for statements estimated slow, and overflow connections
@@ -181,6 +191,7 @@ impl Default for Config {
             options: None,
             tls: TlsConfig::default(),
             channel_binding: ChannelBinding::default(),
+            require_auth: RequireAuth::default(),
             keepalives: Keepalives::default(),
             tcp_user_timeout: None,
             pipeline_size: 4,
@@ -197,6 +208,7 @@ impl Default for Config {
             pinned_size: 2,
             release_reset: ReleaseReset::Changed,
             guard: crate::guard::Mode::Default,
+            guard_allow_functions: Vec::new(),
             max_connections: 16,
             slow_threshold: Duration::from_micros(2000),
             max_queue_work: Duration::from_micros(10_000),
@@ -228,6 +240,7 @@ impl fmt::Debug for Config {
             .field("options", &self.options)
             .field("tls", &self.tls)
             .field("channel_binding", &self.channel_binding)
+            .field("require_auth", &self.require_auth)
             .field("keepalives", &self.keepalives)
             .field("tcp_user_timeout", &self.tcp_user_timeout)
             .field("pipeline_size", &self.pipeline_size)
@@ -244,6 +257,7 @@ impl fmt::Debug for Config {
             .field("pinned_size", &self.pinned_size)
             .field("release_reset", &self.release_reset)
             .field("guard", &self.guard)
+            .field("guard_allow_functions", &self.guard_allow_functions)
             .field("max_connections", &self.max_connections)
             .field("slow_threshold", &self.slow_threshold)
             .field("max_queue_work", &self.max_queue_work)

@@ -101,6 +101,7 @@ pub(crate) const KEYWORDS: &[Keyword] = &[
     own("pinned_size"),
     own("release_reset"),
     own("guard"),
+    own("guard_allow_functions"),
     own("max_connections"),
     own("slow_threshold_us"),
     own("max_queue_work_us"),
@@ -303,9 +304,8 @@ impl Config {
                      in the connection string"
                 )))
             }
-            "require_auth" | "requirepeer" => {
-                return Err(bad(&format!("{key}={v:?} is not supported yet")))
-            }
+            "require_auth" => self.require_auth = super::RequireAuth::parse(v)?,
+            "requirepeer" => return Err(bad(&format!("{key}={v:?} is not supported yet"))),
             "replication" => {
                 if v == "database" || boolean(key, v)? {
                     return Err(bad(&format!(

@@ -71,6 +71,7 @@ impl Config {
                 Mode::Strict => "strict",
             }
             .to_owned(),
+            "guard_allow_functions" => self.guard_allow_functions.join(","),
             _ => return None,
         })
     }
@@ -145,6 +146,14 @@ impl Config {
                 ];
                 self.guard = choice(key, v, &modes)?;
             }
+            "guard_allow_functions" => {
+                self.guard_allow_functions = v
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+            }
             _ => return Err(unknown(key)),
         }
         Ok(())
@@ -188,7 +197,7 @@ mod tests {
             assert_eq!(again, base, "{key}={value} changed the configuration");
             n += 1;
         }
-        assert_eq!(n, 22);
+        assert_eq!(n, 23);
         assert_eq!(base.pgpipe_option("sslmode"), None);
         assert_eq!(base.pgpipe_option("pipeline_size").as_deref(), Some("4"));
         assert_eq!(

@@ -22,6 +22,8 @@ use std::sync::Arc;
 use super::cancel::CancelBudget;
 use super::transport::Transport;
 use crate::config::{LoadBalanceHosts, SslMode, SslNegotiation, TargetSessionAttrs};
+use crate::guard::ExtensionFunctions;
+use crate::proto::catalog;
 use crate::proto::frame::next_message;
 use crate::proto::role::{self, Role};
 use crate::proto::{Binding, SessionInfo, Startup, Step};
@@ -41,6 +43,9 @@ pub(crate) struct Endpoint {
     pub(crate) servers: Vec<ServerEnd>,
     /// Cancels in flight for the whole client (see `cancel.rs`).
     pub(crate) cancels: Arc<CancelBudget>,
+    /// The extension functions the client's guard refuses, read by each shared connection as
+    /// it opens.
+    pub(crate) extensions: Arc<ExtensionFunctions>,
 }
 
 /// One server of the host list, ready to connect to.
@@ -87,6 +92,7 @@ impl Endpoint {
         Ok(Endpoint {
             servers,
             cancels: Arc::default(),
+            extensions: Arc::new(ExtensionFunctions::new(&config.guard_allow_functions)),
             config,
         })
     }
@@ -174,6 +180,12 @@ enum State<R: Runtime> {
         info: SessionInfo,
         out: BytesMut,
     },
+    /// Started up and accepted; reading the extension functions (`proto::catalog`).
+    AskingExtensions {
+        transport: Transport<R::Socket>,
+        info: SessionInfo,
+        out: BytesMut,
+    },
     Gone,
 }
 
@@ -204,6 +216,8 @@ pub(crate) struct Opening<R: Runtime> {
     check_role: bool,
     /// `prefer-standby` went through the list without finding a standby: any server will do.
     any_role: bool,
+    /// Whether the extension functions are read once started (shared connections).
+    ask_extensions: bool,
     /// Why each server tried so far could not be used.
     failures: Vec<(String, Error)>,
     attempt: Attempt,
@@ -216,7 +230,9 @@ pub(crate) struct Opening<R: Runtime> {
 impl<R: Runtime> Opening<R> {
     /// A connection to the first usable server of the host list.
     pub(crate) fn new(rt: &R, ep: &Endpoint, exclusive: bool) -> Self {
-        Self::over(rt, ep, exclusive, ep.order(), true)
+        let mut o = Self::over(rt, ep, exclusive, ep.order(), true);
+        o.ask_extensions = !exclusive && !ep.extensions.all_allowed();
+        o
     }
 
     /// A connection to `server` of the host list, whatever its role.
@@ -233,6 +249,7 @@ impl<R: Runtime> Opening<R> {
             server,
             check_role: check_role && role::needed(ep.target_session_attrs),
             any_role: false,
+            ask_extensions: false,
             failures: Vec::new(),
             attempt: ep.first_attempt(server),
             state: State::Connecting(rt.connect(&ep.servers[server].target)),
@@ -443,6 +460,7 @@ impl<R: Runtime> Opening<R> {
                     other => return other,
                 },
                 State::AskingRole { .. } => return self.poll_role(cx, ep),
+                State::AskingExtensions { .. } => return self.poll_extensions(cx, ep),
                 State::Gone => {
                     return Poll::Ready(Err(Failure::Fatal(Error::Protocol(
                         "connection attempt polled after it ended".into(),
@@ -564,7 +582,7 @@ impl<R: Runtime> Opening<R> {
     /// (`Ok(None)`: asking it now).
     fn started(&mut self, done: Opened<R>, ep: &Endpoint) -> Result<Option<Opened<R>>, Failure> {
         if !self.check_role {
-            return Ok(Some(done));
+            return self.accepted(done);
         }
         let Some(found) = Role::reported(&done.info) else {
             let mut out = BytesMut::with_capacity(128);
@@ -578,7 +596,89 @@ impl<R: Runtime> Opening<R> {
             return Ok(None);
         };
         self.judge(found, ep)?;
-        Ok(Some(done))
+        self.accepted(done)
+    }
+
+    /// Started up with an acceptable role: done, unless the extension functions are to be
+    /// read (`Ok(None)`: asking now).
+    fn accepted(&mut self, done: Opened<R>) -> Result<Option<Opened<R>>, Failure> {
+        if !self.ask_extensions {
+            return Ok(Some(done));
+        }
+        let mut out = BytesMut::with_capacity(1024);
+        catalog::ask(&mut out).map_err(Failure::Fatal)?;
+        self.rbuf = done.rest;
+        self.state = State::AskingExtensions {
+            transport: done.transport,
+            info: done.info,
+            out,
+        };
+        Ok(None)
+    }
+
+    /// Reads the extension functions ([`catalog::QUERY`]) and publishes them for the guard. A
+    /// server that cannot answer leaves the guard to its fixed list; the connection serves.
+    fn poll_extensions(
+        &mut self,
+        cx: &mut Context<'_>,
+        ep: &Endpoint,
+    ) -> Poll<Result<Opened<R>, Failure>> {
+        let State::AskingExtensions { transport, out, .. } = &mut self.state else {
+            return Poll::Ready(Err(Failure::Fatal(Error::Protocol(
+                "catalog query without a connection".into(),
+            ))));
+        };
+        if send(transport, cx, out)
+            .map_err(|e| Failure::Fatal(Error::Io(e)))?
+            .is_pending()
+        {
+            return Poll::Pending;
+        }
+        loop {
+            match catalog::from_answer(&mut self.rbuf) {
+                Err(e) => return Poll::Ready(Err(Failure::Fatal(e))),
+                Ok(Some(answer)) => {
+                    match answer {
+                        catalog::Answer::Names(names) => {
+                            ep.extensions.publish(names.split_ascii_whitespace())
+                        }
+                        catalog::Answer::Failed(_message) => {
+                            #[cfg(feature = "tracing")]
+                            tracing::warn!(
+                                message = %_message,
+                                "the server did not list its extension functions; the guard \
+                                 refuses only its own list"
+                            );
+                        }
+                    }
+                    let State::AskingExtensions {
+                        transport, info, ..
+                    } = std::mem::replace(&mut self.state, State::Gone)
+                    else {
+                        unreachable!("matched above")
+                    };
+                    return Poll::Ready(Ok(Opened {
+                        transport,
+                        info,
+                        rest: std::mem::take(&mut self.rbuf),
+                        server: self.server,
+                    }));
+                }
+                Ok(None) => match transport.poll_read(cx, &mut self.chunk) {
+                    Poll::Ready(Ok(0)) => {
+                        return Poll::Ready(Err(Failure::Fatal(Error::Io(std::io::Error::new(
+                            std::io::ErrorKind::UnexpectedEof,
+                            "the server closed the connection while asked for its extensions",
+                        )))))
+                    }
+                    Poll::Ready(Ok(n)) => self.rbuf.extend_from_slice(&self.chunk[..n]),
+                    Poll::Ready(Err(e)) => {
+                        return Poll::Ready(Err(Failure::Fatal(transport_error(e))))
+                    }
+                    Poll::Pending => return Poll::Pending,
+                },
+            }
+        }
     }
 
     /// `Err` when `target_session_attrs` refuses the server.
@@ -620,12 +720,16 @@ impl<R: Runtime> Opening<R> {
                     else {
                         unreachable!("matched above")
                     };
-                    return Poll::Ready(Ok(Opened {
+                    let done = Opened {
                         transport,
                         info,
                         rest: std::mem::take(&mut self.rbuf),
                         server: self.server,
-                    }));
+                    };
+                    return match self.accepted(done)? {
+                        Some(done) => Poll::Ready(Ok(done)),
+                        None => self.poll_extensions(cx, ep),
+                    };
                 }
                 Ok(None) => match transport.poll_read(cx, &mut self.chunk) {
                     Poll::Ready(Ok(0)) => {

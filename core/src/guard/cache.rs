@@ -13,6 +13,8 @@ pub(super) struct Cache {
     pub(super) map: HashMap<Arc<str>, Slot>,
     /// Insertion order; the front is the next eviction candidate.
     pub(super) ring: VecDeque<Arc<str>>,
+    /// The generation of the extension functions the verdicts were taken with.
+    generation: u64,
 }
 
 pub(super) struct Slot {
@@ -26,6 +28,16 @@ impl Cache {
             cap,
             map: HashMap::new(),
             ring: VecDeque::new(),
+            generation: 0,
+        }
+    }
+
+    /// Forgets every verdict if they were taken with another generation of extension functions.
+    pub(super) fn follow(&mut self, generation: u64) {
+        if self.generation != generation {
+            self.generation = generation;
+            self.map.clear();
+            self.ring.clear();
         }
     }
 

@@ -12,7 +12,7 @@
 //! and why it exists.
 
 use std::fmt;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Which rule set a [`Guard`] applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -57,6 +57,10 @@ pub enum Reason {
     /// the same as SET (and for parameters the server does not report,
     /// such as `search_path`, invisible to the ParameterStatus backstop).
     UpdatePgSettings,
+    /// A call of a volatile function of an installed extension that pgpipe does not know to
+    /// leave no session state (the client reads them from the catalog, `docs/GUARD.md`); the
+    /// lower-case name.
+    ExtensionFunction(String),
 }
 
 impl fmt::Display for Reason {
@@ -83,6 +87,11 @@ impl fmt::Display for Reason {
             }
             Reason::Uescape => f.write_str("UESCAPE with a U& literal or identifier"),
             Reason::UpdatePgSettings => f.write_str("UPDATE of pg_settings (equivalent to SET)"),
+            Reason::ExtensionFunction(name) => write!(
+                f,
+                "call of `{name}`, a volatile function of an installed extension that may keep \
+                 session state"
+            ),
         }
     }
 }
@@ -102,6 +111,8 @@ pub const MAX_CACHED_LEN: usize = 16 * 1024;
 pub struct Guard {
     mode: Mode,
     cache: Mutex<Cache>,
+    /// The database's extension functions to refuse, when the guard belongs to a client.
+    extensions: Option<Arc<ExtensionFunctions>>,
 }
 
 impl fmt::Debug for Guard {
@@ -133,6 +144,16 @@ impl Guard {
         Guard {
             mode,
             cache: Mutex::new(Cache::new(capacity)),
+            extensions: None,
+        }
+    }
+
+    /// A guard that also refuses the extension functions `extensions` holds (a client's, kept
+    /// current by its connections).
+    pub(crate) fn with_extensions(mode: Mode, extensions: Arc<ExtensionFunctions>) -> Guard {
+        Guard {
+            extensions: Some(extensions),
+            ..Guard::new(mode)
         }
     }
 
@@ -145,11 +166,21 @@ impl Guard {
     ///
     /// A cache hit for an allowed statement does not allocate; a refusal allocates its message.
     pub fn check(&self, sql: &str) -> Result<(), Refusal> {
-        let cached = self.lock().get(sql);
+        let names = self.extensions.as_ref().map(|e| e.current());
+        let cached = {
+            let mut cache = self.lock();
+            // Verdicts taken before the extension functions changed may be wrong now.
+            if let Some(names) = &names {
+                cache.follow(names.generation);
+            }
+            cache.get(sql)
+        };
         let verdict = match cached {
             Some(v) => v,
             None => {
-                let v = verdict(sql, self.mode);
+                let none = ExtensionNames::default();
+                let ext = names.as_deref().unwrap_or(&none);
+                let v = rules::verdict_with(sql, self.mode, ext);
                 self.lock().insert(sql, v.clone());
                 v
             }
@@ -183,6 +214,6 @@ mod tests;
 
 use cache::Cache;
 pub use mask::{mask, needs_masking};
+pub(crate) use names::{ExtensionFunctions, ExtensionNames};
 pub use read_only::is_read_only;
 pub use refusal::{Refusal, RefusalKind, SHOWN_CHARS};
-use rules::verdict;

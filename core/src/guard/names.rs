@@ -82,6 +82,9 @@ pub(super) const FUNCTIONS: &[(&str, Kind)] = &[
     ("pg_stop_backup", Session),
     ("pg_try_advisory_lock", Session),
     ("pg_try_advisory_lock_shared", Session),
+    ("postgres_fdw_disconnect", Session), // postgres_fdw: the connection cache is per backend
+    ("postgres_fdw_disconnect_all", Session),
+    ("postgres_fdw_get_connections", Session), // reads the cache other callers filled
     ("query_to_xml", SqlText),
     ("query_to_xml_and_xmlschema", SqlText),
     ("query_to_xmlschema", SqlText),
@@ -114,6 +117,23 @@ const LENGTHS_BY_FIRST: [u64; 128] = {
     table
 };
 
+/// For each first byte (lower case), where its names start in [`FUNCTIONS`] (they end where
+/// the next byte's start): a lookup compares only names of the same first letter and length.
+const FIRST_INDEX: [u8; 129] = {
+    let mut index = [0u8; 129];
+    let mut c = 0;
+    while c < 128 {
+        let mut i = 0;
+        while i < FUNCTIONS.len() && (FUNCTIONS[i].0.as_bytes()[0] as usize) < c {
+            i += 1;
+        }
+        index[c] = i as u8;
+        c += 1;
+    }
+    index[128] = FUNCTIONS.len() as u8;
+    index
+};
+
 /// The refusal for calling `word` (an identifier run from the masked text) in `mode`, if any.
 pub(super) fn refused_function(word: &[u8], mode: Mode) -> Option<Reason> {
     let first = word.first()?.to_ascii_lowercase();
@@ -125,14 +145,213 @@ pub(super) fn refused_function(word: &[u8], mode: Mode) -> Option<Reason> {
     let lower = &mut buf[..word.len()];
     lower.copy_from_slice(word);
     lower.make_ascii_lowercase();
-    let at = FUNCTIONS
-        .binary_search_by(|(name, _)| name.as_bytes().cmp(lower))
-        .ok()?;
-    let (name, kind) = FUNCTIONS[at];
+    let c = first as usize;
+    let same_first = &FUNCTIONS[FIRST_INDEX[c] as usize..FIRST_INDEX[c + 1] as usize];
+    let (name, kind) = *same_first
+        .iter()
+        .find(|(name, _)| name.len() == lower.len() && name.as_bytes() == lower)?;
     match (kind, mode) {
         (Session, _) | (Strict, Mode::Strict) => Some(Reason::ForbiddenCall(name)),
         (SqlText, _) => Some(Reason::SqlTextCall(name)),
         (Strict, Mode::Default) => None,
+    }
+}
+
+/// Volatile functions of PostgreSQL 15's contrib extensions that keep no session state: the
+/// catalog rule (below) refuses every other volatile extension function. A conformance test
+/// installs every contrib extension and checks that each of its volatile functions is here or
+/// in [`FUNCTIONS`]. Sorted, lower case.
+const NEUTRAL_EXTENSION_FUNCTIONS: &[&str] = &[
+    "autoprewarm_dump_now", // pg_prewarm: the shared buffers, not the session
+    "autoprewarm_start_worker",
+    "brin_metapage_info", // pageinspect: reads pages
+    "brin_page_items",
+    "brin_page_type",
+    "brin_revmap_data",
+    "bt_index_check", // amcheck: verifies an index
+    "bt_index_parent_check",
+    "bt_metap",
+    "bt_page_items",
+    "bt_page_stats",
+    "dblink", // a connection per call, closed at its end
+    "dblink_build_sql_delete",
+    "dblink_build_sql_insert",
+    "dblink_build_sql_update",
+    "dblink_current_query",
+    "dblink_exec",
+    "dblink_fdw_validator",
+    "dblink_get_pkey",
+    "file_fdw_validator",
+    "fsm_page_contents",
+    "gen_random_bytes", // pgcrypto: random bytes, salts and encryption with random padding
+    "gen_random_uuid",
+    "gen_salt",
+    "get_raw_page",
+    "gin_leafpage_items",
+    "gin_metapage_info",
+    "gin_page_opaque_info",
+    "gist_page_items",
+    "gist_page_items_bytea",
+    "gist_page_opaque_info",
+    "hash_bitmap_info",
+    "hash_metapage_info",
+    "hash_page_items",
+    "hash_page_stats",
+    "hash_page_type",
+    "heap_force_freeze", // pg_surgery: changes the table, not the session
+    "heap_force_kill",
+    "heap_page_item_attrs",
+    "heap_page_items",
+    "heap_tuple_infomask_flags",
+    "int_agg_final_array", // intagg
+    "normal_rand",         // tablefunc: random numbers
+    "page_checksum",
+    "page_header",
+    "pg_buffercache_pages",
+    "pg_check_frozen", // pg_visibility
+    "pg_check_visible",
+    "pg_file_rename", // adminpack: files of the server
+    "pg_file_sync",
+    "pg_file_unlink",
+    "pg_file_write",
+    "pg_freespace",
+    "pg_get_wal_record_info", // pg_walinspect
+    "pg_get_wal_records_info",
+    "pg_get_wal_records_info_till_end_of_wal",
+    "pg_get_wal_stats",
+    "pg_get_wal_stats_till_end_of_wal",
+    "pg_logdir_ls",
+    "pg_old_snapshot_time_mapping",
+    "pg_prewarm",
+    "pg_relpages",        // pgstattuple
+    "pg_stat_statements", // pg_stat_statements: server-wide
+    "pg_stat_statements_info",
+    "pg_stat_statements_reset",
+    "pg_truncate_visibility_map",
+    "pg_visibility",
+    "pg_visibility_map",
+    "pg_visibility_map_summary",
+    "pgp_pub_encrypt",
+    "pgp_pub_encrypt_bytea",
+    "pgp_sym_encrypt",
+    "pgp_sym_encrypt_bytea",
+    "pgrowlocks",
+    "pgstatginindex",
+    "pgstathashindex",
+    "pgstatindex",
+    "pgstattuple",
+    "pgstattuple_approx",
+    "plpgsql_inline_handler", // takes `internal`: SQL cannot call them
+    "plpgsql_validator",
+    "postgres_fdw_validator",
+    "ssl_cipher", // sslinfo: reads the connection's TLS facts
+    "ssl_client_cert_present",
+    "ssl_client_dn",
+    "ssl_client_dn_field",
+    "ssl_client_serial",
+    "ssl_extension_info",
+    "ssl_is_used",
+    "ssl_issuer_dn",
+    "ssl_issuer_field",
+    "ssl_version",
+    "tuple_data_split",
+    "uuid_generate_v1", // uuid-ossp
+    "uuid_generate_v1mc",
+    "uuid_generate_v4",
+    "verify_heapam",
+    "xslt_process", // xml2
+];
+
+/// Whether `name` (lower case) is a volatile contrib function known to keep no session state.
+pub(crate) fn is_neutral_extension_function(name: &str) -> bool {
+    NEUTRAL_EXTENSION_FUNCTIONS.binary_search(&name).is_ok()
+}
+
+/// Whether `name` (lower case) is refused whatever the catalog says.
+pub(crate) fn is_listed(name: &str) -> bool {
+    FUNCTIONS.binary_search_by(|(f, _)| f.cmp(&name)).is_ok()
+}
+
+/// The extension functions a guard refuses, one generation of them.
+#[derive(Debug, Default)]
+pub(crate) struct ExtensionNames {
+    /// Lower case, sorted, without duplicates.
+    names: Vec<Box<[u8]>>,
+    /// Which publication this is (0: none yet).
+    pub(crate) generation: u64,
+}
+
+impl ExtensionNames {
+    /// The refusal for calling `word`, if it is one of these.
+    pub(super) fn refuses(&self, word: &[u8]) -> Option<Reason> {
+        if self.names.is_empty() || word.len() > 63 {
+            return None;
+        }
+        let mut buf = [0u8; 63];
+        let lower = &mut buf[..word.len()];
+        lower.copy_from_slice(word);
+        lower.make_ascii_lowercase();
+        let at = self.names.binary_search_by(|n| (**n).cmp(lower)).ok()?;
+        Some(Reason::ExtensionFunction(
+            String::from_utf8_lossy(&self.names[at]).into_owned(),
+        ))
+    }
+}
+
+/// A client's extension functions to refuse, shared by its guard and its connections: each
+/// shared connection that opens reads the catalog (`proto::catalog`) and publishes what it
+/// found, so an extension created later is refused once a connection opens after it.
+#[derive(Debug, Default)]
+pub(crate) struct ExtensionFunctions {
+    current: std::sync::RwLock<std::sync::Arc<ExtensionNames>>,
+    /// Names the configuration allows (`guard_allow_functions`), lower case.
+    allowed: Vec<String>,
+}
+
+impl ExtensionFunctions {
+    /// Refusing what the catalog says except `allowed` (lower-cased here).
+    pub(crate) fn new(allowed: &[String]) -> ExtensionFunctions {
+        ExtensionFunctions {
+            current: Default::default(),
+            allowed: allowed.iter().map(|a| a.to_ascii_lowercase()).collect(),
+        }
+    }
+
+    /// Whether every extension function is allowed (`guard_allow_functions=*`): nothing to ask.
+    pub(crate) fn all_allowed(&self) -> bool {
+        self.allowed.iter().any(|a| a == "*")
+    }
+
+    /// The names in force now.
+    pub(crate) fn current(&self) -> std::sync::Arc<ExtensionNames> {
+        match self.current.read() {
+            Ok(c) => c.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// The volatile extension functions a connection found in the catalog: those neither
+    /// listed, known neutral nor allowed become the names refused. Verdicts cached before are
+    /// dropped only when the set changed.
+    pub(crate) fn publish<'a>(&self, found: impl IntoIterator<Item = &'a str>) {
+        let mut names: Vec<Box<[u8]>> = found
+            .into_iter()
+            .map(str::to_ascii_lowercase)
+            .filter(|n| !is_listed(n) && !is_neutral_extension_function(n))
+            .filter(|n| !self.allowed.iter().any(|a| a == n))
+            .map(|n| n.into_bytes().into_boxed_slice())
+            .collect();
+        names.sort();
+        names.dedup();
+        let mut current = match self.current.write() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if current.generation > 0 && current.names == names {
+            return;
+        }
+        let generation = current.generation + 1;
+        *current = std::sync::Arc::new(ExtensionNames { names, generation });
     }
 }
 
@@ -276,6 +495,10 @@ mod tests {
             assert!(pair[0] < pair[1], "{} before {}", pair[0], pair[1]);
         }
         assert_eq!(CANNOT_NAME_TABLE.iter().map(|k| k.len()).max(), Some(17));
+        assert!(FUNCTIONS.len() < 256, "FIRST_INDEX holds u8");
+        for (name, _) in FUNCTIONS {
+            assert!(name.is_ascii());
+        }
     }
 
     #[test]

@@ -119,6 +119,7 @@ impl Reason {
             | Reason::UpdatePgSettings => RefusalKind::SessionChanging,
             Reason::MultipleStatements
             | Reason::SqlTextCall(_)
+            | Reason::ExtensionFunction(_)
             | Reason::UnicodeEscapedIdentifier
             | Reason::Uescape => RefusalKind::NotProvablyNeutral,
         }
@@ -163,6 +164,12 @@ impl Refusal {
             }
             Reason::LeadingKeyword(k) if k == "listen" || k == "unlisten" => {
                 return "listen in session() and read its notifications()".to_owned()
+            }
+            Reason::ExtensionFunction(name) => {
+                return format!(
+                    "run it in session() or transaction(); if it keeps no session state, allow \
+                     it on the shared path with guard_allow_functions={name}"
+                )
             }
             _ => {}
         }

@@ -329,3 +329,186 @@ fn parenthesised_queries_and_table() {
         Some(Reason::ForbiddenCall("setseed"))
     );
 }
+
+thread_local! {
+    /// Steps of the walk back over CTE entries (`rules::previous_cte_name`), counted so a test
+    /// can see that the walk stays linear.
+    pub(super) static CTE_STEPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+#[test]
+fn database_qualified_names_reach_pg_temp_too() {
+    for sql in [
+        "SELECT 1 INTO app.pg_temp.t",
+        "SELECT 1 INTO TABLE app . pg_temp . t",
+        "INSERT INTO app.pg_temp.t VALUES (1)",
+        "INSERT INTO \"app db\".pg_temp_3.t VALUES (1)",
+        "INSERT INTO app./* c */pg_temp.t SELECT 1",
+        "MERGE INTO app.pg_temp.t USING s ON true WHEN MATCHED THEN DO NOTHING",
+        "WITH a AS (SELECT 1) INSERT INTO postgres.PG_TEMP.t SELECT * FROM a",
+    ] {
+        assert_eq!(refused(sql), Some(Reason::IntoPgTemp), "{sql}");
+    }
+    for sql in [
+        "INSERT INTO app.public.t VALUES (1)",
+        "INSERT INTO app.pg_temp_stats.t VALUES (1)",
+        "INSERT INTO public.pg_temp VALUES (1)",
+    ] {
+        assert_eq!(refused(sql), None, "{sql}");
+    }
+}
+
+#[test]
+fn tables_named_temp_after_insert_and_merge() {
+    for sql in [
+        "MERGE INTO temp t USING s ON true WHEN MATCHED THEN DO NOTHING",
+        "MERGE INTO temporary AS t USING s ON true WHEN MATCHED THEN DO NOTHING",
+        "INSERT INTO temp OVERRIDING SYSTEM VALUE VALUES (1)",
+        "WITH a AS (SELECT 1) INSERT INTO temp OVERRIDING USER VALUE SELECT * FROM a",
+        "WITH a AS MATERIALIZED (SELECT 1) MERGE INTO temp t USING a ON true WHEN MATCHED THEN DO NOTHING",
+        "(INSERT INTO temporary overriding system value values (1))",
+    ] {
+        assert_eq!(refused(sql), None, "{sql}");
+    }
+    // INSERT as a column label before SELECT's INTO is not the statement's INSERT.
+    for sql in [
+        "SELECT 1 insert INTO TEMP zz",
+        "SELECT count(*) insert INTO TEMP zz FROM t",
+        "SELECT (SELECT 1) merge INTO TEMP zz",
+        "SELECT 1 AS insert INTO TEMPORARY zz",
+    ] {
+        assert_eq!(refused(sql), Some(Reason::IntoTemp), "{sql}");
+    }
+}
+
+#[test]
+fn aliases_with_column_lists_are_not_calls() {
+    for sql in [
+        "SELECT v FROM t AS lastval(v)",
+        "SELECT * FROM (VALUES (1, 2)) currval(a, b)",
+        "SELECT * FROM (SELECT 1) AS setseed(\"Some Column\", b)",
+        "SELECT * FROM generate_series(1, 3) AS set_config(n)",
+        "SELECT * FROM t JOIN (SELECT 1) lastval(x) ON true",
+    ] {
+        assert_eq!(refused(sql), None, "{sql}");
+    }
+    for sql in [
+        "SELECT * FROM t AS x, lastval(v)",
+        "SELECT * FROM (SELECT 1) x, currval('s')",
+        "SELECT (1) lastval('x')",
+        "SELECT * FROM t AS lastval(v int)",
+    ] {
+        assert!(refused(sql).is_some(), "{sql}");
+    }
+}
+
+#[test]
+fn a_number_with_a_trailing_dot_then_an_alias() {
+    for sql in [
+        "SELECT 1. lastval",
+        "SELECT 10. currval FROM t",
+        "SELECT 1.\tsetseed",
+    ] {
+        assert_eq!(refused(sql), None, "{sql}");
+    }
+    for sql in [
+        "SELECT $1.lastval",
+        "SELECT x1.currval FROM t",
+        "SELECT (1).lastval",
+        "SELECT 1.5.lastval",
+    ] {
+        assert!(refused(sql).is_some(), "{sql}");
+    }
+}
+
+#[test]
+fn cte_named_like_a_refused_function_with_quoted_columns() {
+    for sql in [
+        "WITH lastval(\"v\") AS (SELECT 1) SELECT * FROM lastval",
+        "WITH lastval(\"Odd Name\", b) AS (SELECT 1, 2) SELECT * FROM lastval",
+        "WITH a AS (SELECT 1), currval(\"x y\") AS (SELECT 2) SELECT 1",
+    ] {
+        assert_eq!(refused(sql), None, "{sql}");
+    }
+    // A literal is not a column name.
+    assert!(refused("WITH lastval('v') AS (SELECT 1) SELECT 1").is_some());
+}
+
+#[test]
+fn long_cte_lists_are_walked_once() {
+    // Every entry is named like a refused function, so each one walks back to WITH: without
+    // the memo that is quadratic in the list (and was capped at 64 entries).
+    for n in [10usize, 1_000, 20_000] {
+        let mut sql = String::from("WITH ");
+        for i in 0..n {
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("lastval(v{i}) AS (SELECT {i})"));
+        }
+        sql.push_str(" SELECT 1");
+        CTE_STEPS.with(|s| s.set(0));
+        assert_eq!(refused(&sql), None, "{n} entries");
+        let steps = CTE_STEPS.with(|s| s.get());
+        assert!(steps < n, "{n} entries took {steps} steps");
+    }
+    // An adversarial megabyte: nested parentheses and `) insert INTO temp` repeated, each asking
+    // which `(` a `)` closes.
+    let mut sql = String::from("SELECT ");
+    sql.push_str(&"(".repeat(50_000));
+    sql.push_str(&") insert INTO temp.x".repeat(50_000));
+    assert!(sql.len() > 1_000_000);
+    assert_eq!(refused(&sql), None);
+}
+
+#[test]
+fn extension_functions_from_the_catalog() {
+    let ext = std::sync::Arc::new(ExtensionFunctions::new(&["Allowed_Fn".to_owned()]));
+    let guard = Guard::with_extensions(Mode::Default, ext.clone());
+    let sql = "SELECT keeps_state()";
+    // Before any connection read the catalog: the fixed list only.
+    assert!(guard.check(sql).is_ok());
+    ext.publish(
+        ["keeps_state", "uuid_generate_v4", "allowed_fn", "set_limit"]
+            .iter()
+            .copied(),
+    );
+    // The cached verdict went with the new set.
+    let refusal = guard.check(sql).unwrap_err();
+    assert_eq!(
+        refusal.reason,
+        Reason::ExtensionFunction("keeps_state".into())
+    );
+    assert_eq!(refusal.kind(), RefusalKind::NotProvablyNeutral);
+    assert!(refusal
+        .advice()
+        .contains("guard_allow_functions=keeps_state"));
+    for sql in [
+        "SELECT (1).Keeps_State",
+        "SELECT * FROM keeps_state()",
+        "SELECT public.\"keeps_state\"(1)",
+    ] {
+        assert!(guard.check(sql).is_err(), "{sql}");
+    }
+    for sql in [
+        "SELECT uuid_generate_v4()",
+        "SELECT allowed_fn()",
+        "WITH keeps_state(v) AS (SELECT 1) SELECT v FROM keeps_state",
+        "SELECT my_keeps_state()",
+    ] {
+        assert!(guard.check(sql).is_ok(), "{sql}");
+    }
+    // A listed function keeps its own reason.
+    assert_eq!(
+        guard.check("SELECT set_limit(0.5)").unwrap_err().reason,
+        Reason::ForbiddenCall("set_limit")
+    );
+    // The same set again keeps the cache; a new one without it admits it again.
+    let generation = ext.current().generation;
+    ext.publish(["keeps_state", "allowed_fn"].iter().copied());
+    assert_eq!(ext.current().generation, generation);
+    ext.publish(std::iter::empty());
+    assert!(guard.check(sql).is_ok());
+    // `*` admits them all: nothing to ask.
+    assert!(ExtensionFunctions::new(&["*".to_owned()]).all_allowed());
+}

@@ -130,7 +130,7 @@ fn on_bytes(v: &[u8]) -> bool {
 }
 
 /// A DataRow's values (`None` for NULL).
-fn columns(body: &[u8]) -> Option<Vec<Option<&[u8]>>> {
+pub(super) fn columns(body: &[u8]) -> Option<Vec<Option<&[u8]>>> {
     let n = i16::from_be_bytes(body.get(..2)?.try_into().ok()?);
     let mut rest = &body[2..];
     let mut out = Vec::with_capacity(usize::try_from(n).ok()?);

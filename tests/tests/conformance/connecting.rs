@@ -17,6 +17,9 @@ use pgpipe_tests::{
 
 use crate::Harness;
 
+/// One test at a time counts failed logins in the plaintext server's log.
+static SERVER_LOG: Mutex<()> = Mutex::new(());
+
 /// A plaintext server (no `ssl`), shared by the instances of these tests.
 fn plaintext_server() -> &'static Cluster {
     static SERVER: OnceLock<Cluster> = OnceLock::new();
@@ -486,9 +489,7 @@ fn set_mode(path: &Path, mode: u32) {
 // each other's log lines.
 #[allow(clippy::await_holding_lock)]
 pub async fn a_wrong_password_fails_once_and_stays_secret<H: Harness>() {
-    // One adapter at a time: the server log is shared.
-    static LOG: Mutex<()> = Mutex::new(());
-    let _one = LOG.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = SERVER_LOG.lock().unwrap_or_else(|p| p.into_inner());
     let server = plaintext_server();
     let log = server.dir().join("server.log");
     let failures = || {
@@ -570,4 +571,70 @@ pub async fn connection_errors_keep_their_cause<H: Harness>() {
     let e = pgpipe_ssl::<H>(&list).await.expect_err("wrong password");
     assert_eq!(e.code(), Some(&pgpipe::SqlState::INVALID_PASSWORD), "{e}");
     assert!(e.is_auth(), "{e}");
+}
+
+/// `require_auth` as libpq 16 means it, against the server's real methods: the connection
+/// fails at the server's request when the method is not allowed, and the password is never
+/// sent (the server logs no failed login for a wrong one: it never saw it).
+// The lock as above.
+#[allow(clippy::await_holding_lock)]
+pub async fn require_auth_allows_only_the_methods_named<H: Harness>() {
+    let _one = SERVER_LOG.lock().unwrap_or_else(|p| p.into_inner());
+    let server = plaintext_server();
+    let connect = |user: &str, password: &str, require: &str| {
+        let s = format!(
+            "host=127.0.0.1 port={} user={user} password={password} dbname=postgres \
+             sslmode=disable pipeline_size=1 require_auth={require}",
+            server.port()
+        );
+        H::connect(parse(&s).expect("parses"))
+    };
+    let md5 = (MD5_USER, MD5_PASSWORD);
+    let scram = (SCRAM_USER, SCRAM_PASSWORD);
+    let clear = (pgpipe_tests::CLEAR_USER, pgpipe_tests::CLEAR_PASSWORD);
+    let trusted = (SUPERUSER, "unused");
+    for ((user, password), require) in [
+        (md5, "md5"),
+        (md5, "password,md5"),
+        (md5, "!password,!scram-sha-256"),
+        (scram, "scram-sha-256"),
+        (scram, "!md5"),
+        (clear, "password"),
+        (trusted, "none"),
+        (trusted, "none,scram-sha-256"),
+    ] {
+        let db = connect(user, password, &format!("'{require}'"))
+            .await
+            .unwrap_or_else(|e| panic!("{user} with require_auth={require}: {e}"));
+        db.close().await;
+    }
+    let log = server.dir().join("server.log");
+    let failures = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .matches("password authentication failed")
+            .count()
+    };
+    let before = failures();
+    for ((user, _), require, needle) in [
+        (md5, "scram-sha-256", "MD5 password hash"),
+        (md5, "!md5", "MD5 password hash"),
+        (scram, "md5", "SCRAM-SHA-256"),
+        (clear, "md5,scram-sha-256", "cleartext password"),
+        (trusted, "scram-sha-256", "without authentication"),
+        (trusted, "!none", "without authentication"),
+    ] {
+        // A wrong password: had it been sent, the server would log a failed login.
+        let e = connect(user, "wrong-password", &format!("'{require}'"))
+            .await
+            .map(|_| ())
+            .expect_err("a method require_auth does not allow");
+        assert!(e.is_auth(), "{user}, require_auth={require}: {e:?}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!("require_auth={require}")) && msg.contains(needle),
+            "{user}, require_auth={require}: {msg}"
+        );
+    }
+    assert_eq!(failures(), before, "a password went to the server");
 }

@@ -14,6 +14,7 @@
 mod coalescing;
 mod connecting;
 mod copy;
+mod extensions;
 mod faults;
 mod foundation;
 mod pooler;
@@ -500,10 +501,13 @@ suite! {
         connecting::environment_and_password_file: 60,
         connecting::a_wrong_password_fails_once_and_stays_secret: 60,
         connecting::connection_errors_keep_their_cause: 60,
+        connecting::require_auth_allows_only_the_methods_named: 60,
         faults::impossible_message_lengths_fail_at_once: 30,
         reconnect::a_server_restart_fails_only_sent_units_and_service_resumes: 90,
         reconnect::terminated_backends_fail_only_sent_units: 90,
         reconnect::units_wait_for_a_server_within_their_bounds: 90,
+        extensions::extension_functions_are_refused_from_the_catalog: 90,
+        extensions::every_contrib_volatile_function_is_classified: 120,
         topology::host_lists_are_tried_in_order_past_servers_that_are_down: 120,
         topology::load_balance_random_spreads_connections: 120,
         topology::every_target_session_attrs_value_picks_the_right_server: 180,

@@ -29,6 +29,10 @@ pub const SESSION_FUNCTIONS: &[&str] = &[
     "pg_advisory_unlock",
     "pg_advisory_unlock_shared",
     "pg_advisory_unlock_all",
+    // postgres_fdw: the per-backend connection cache
+    "postgres_fdw_disconnect",
+    "postgres_fdw_disconnect_all",
+    "postgres_fdw_get_connections",
     // dblink's named connections, cursors and asynchronous queries
     "dblink_connect",
     "dblink_connect_u",
@@ -137,6 +141,9 @@ pub enum Tok {
     /// A literal, dollar quote or non-plain quoted identifier: masked, so invisible to every
     /// rule except that it is *something* (after INTO TEMP it can only be a name).
     Hidden,
+    /// A non-plain quoted identifier alone (`"a b"`): masked like [`Tok::Hidden`], but a
+    /// column list may hold it.
+    HiddenName,
 }
 
 impl Tok {
@@ -155,46 +162,53 @@ impl Tok {
     fn quoted(&self) -> bool {
         matches!(self, Tok::Word { quoted: true, .. })
     }
+    fn hidden(&self) -> bool {
+        matches!(self, Tok::Hidden | Tok::HiddenName)
+    }
 }
 
-/// Tokens of `sql` and what the masker saw.
-pub fn tokenize(sql: &str) -> (Vec<Tok>, mask::RefSeen) {
+/// Tokens of `sql` with the char range each covers.
+pub fn tokenize_spans(sql: &str) -> (Vec<(Tok, usize, usize)>, mask::RefSeen) {
     let (_, seen, cls) = reference_mask_classes(sql);
     let cs: Vec<char> = sql.chars().collect();
     let mut toks = Vec::new();
     let mut i = 0;
     while i < cs.len() {
+        let s = i;
         match cls[i] {
             Cls::Comment | Cls::Mark => i += 1,
             Cls::Hidden => {
                 while i < cs.len() && cls[i] == Cls::Hidden {
                     i += 1;
                 }
-                toks.push(Tok::Hidden);
+                let name = cs[s] == '"' && i - s >= 2 && cs[i - 1] == '"';
+                let tok = if name { Tok::HiddenName } else { Tok::Hidden };
+                toks.push((tok, s, i));
             }
             Cls::QuotedBody => {
-                let s = i;
                 while i < cs.len() && cls[i] == Cls::QuotedBody {
                     i += 1;
                 }
-                toks.push(Tok::Word {
-                    text: cs[s..i].iter().collect(),
-                    quoted: true,
-                });
+                let text = cs[s..i].iter().collect();
+                toks.push((Tok::Word { text, quoted: true }, s, i));
             }
             Cls::Code if ref_space(cs[i]) => i += 1,
             Cls::Code if ref_ident(cs[i]) => {
-                let s = i;
                 while i < cs.len() && cls[i] == Cls::Code && ref_ident(cs[i]) {
                     i += 1;
                 }
-                toks.push(Tok::Word {
-                    text: cs[s..i].iter().collect(),
-                    quoted: false,
-                });
+                let text = cs[s..i].iter().collect();
+                toks.push((
+                    Tok::Word {
+                        text,
+                        quoted: false,
+                    },
+                    s,
+                    i,
+                ));
             }
             Cls::Code => {
-                toks.push(Tok::Punct(cs[i]));
+                toks.push((Tok::Punct(cs[i]), s, i + 1));
                 i += 1;
             }
         }
@@ -202,11 +216,21 @@ pub fn tokenize(sql: &str) -> (Vec<Tok>, mask::RefSeen) {
     (toks, seen)
 }
 
+/// Tokens of `sql` and what the masker saw.
+pub fn tokenize(sql: &str) -> (Vec<Tok>, mask::RefSeen) {
+    let (toks, seen) = tokenize_spans(sql);
+    (toks.into_iter().map(|t| t.0).collect(), seen)
+}
+
 /// The oracle's verdict on `sql`.
 pub fn oracle_verdict(sql: &str, mode: Mode) -> Option<Reason> {
-    let (all, seen) = tokenize(sql);
-    // `vis`: the tokens every rule sees (masked constructs read as whitespace).
-    let vis: Vec<Tok> = all.iter().filter(|t| **t != Tok::Hidden).cloned().collect();
+    let (spans, seen) = tokenize_spans(sql);
+    let all: Vec<Tok> = spans.iter().map(|t| t.0.clone()).collect();
+    // `vis`: the tokens every rule sees (masked constructs read as whitespace); `at[i]` is
+    // where `vis[i]` is in `all`.
+    let at: Vec<usize> = (0..all.len()).filter(|&i| !all[i].hidden()).collect();
+    let vis: Vec<Tok> = at.iter().map(|&i| all[i].clone()).collect();
+    let cs: Vec<char> = sql.chars().collect();
 
     // Leading keyword, after any opening parentheses.
     let first = vis.iter().find(|t| **t != Tok::Punct('('));
@@ -236,6 +260,11 @@ pub fn oracle_verdict(sql: &str, mode: Mode) -> Option<Reason> {
     let vis = &vis[..semi.unwrap_or(vis.len())];
     let all_semi = all.iter().position(|t| *t == Tok::Punct(';'));
     let all = &all[..all_semi.unwrap_or(all.len())];
+    let view = View {
+        vis,
+        at: &at[..vis.len()],
+        all,
+    };
 
     if seen.u_ident_escaped {
         return Some(Reason::UnicodeEscapedIdentifier);
@@ -250,7 +279,9 @@ pub fn oracle_verdict(sql: &str, mode: Mode) -> Option<Reason> {
             Tok::Punct('(') if k > 0 => vis[k - 1]
                 .word()
                 .and_then(|w| refusal_for(&w, mode))
-                .filter(|_| !cte_head(vis, k - 1)),
+                .filter(|_| !alias_head(&view, k - 1) && !cte_head(&view, k - 1)),
+            // A number's dot (`1. lastval`: the number 1, then an alias) is no call.
+            Tok::Punct('.') if k > 0 && ends_number(&spans, &cs, at[k - 1], at[k]) => None,
             Tok::Punct('.') => vis
                 .get(k + 1)
                 .and_then(Tok::word)
@@ -262,9 +293,9 @@ pub fn oracle_verdict(sql: &str, mode: Mode) -> Option<Reason> {
         }
     }
 
-    for k in 0..all.len() {
-        if all[k].is("into") {
-            if let Some(r) = into_rule(all, k) {
+    for (k, tok) in all.iter().enumerate() {
+        if tok.is("into") {
+            if let Some(r) = into_rule(&view, k) {
                 return Some(r);
             }
         }
@@ -276,6 +307,52 @@ pub fn oracle_verdict(sql: &str, mode: Mode) -> Option<Reason> {
         }
     }
     None
+}
+
+/// The tokens before the first `;`: the visible ones, where each is among all of them, and all.
+struct View<'a> {
+    vis: &'a [Tok],
+    at: &'a [usize],
+    all: &'a [Tok],
+}
+
+/// Whether the word token `w` (a digit run) ends right at the `.` token `dot` and follows
+/// neither an identifier char nor a dot: a number's trailing dot.
+fn ends_number(spans: &[(Tok, usize, usize)], cs: &[char], w: usize, dot: usize) -> bool {
+    let (
+        Tok::Word {
+            text,
+            quoted: false,
+        },
+        s,
+        e,
+    ) = &spans[w]
+    else {
+        return false;
+    };
+    text.chars().all(|c| c.is_ascii_digit())
+        && *e == spans[dot].1
+        && (*s == 0 || !(ref_ident(cs[s - 1]) || cs[s - 1] == '.'))
+}
+
+/// Between `all[from..to]`: names (plain words, or quoted identifiers masked whole) separated by
+/// commas, and nothing else.
+fn column_list(all: &[Tok], from: usize, to: usize) -> bool {
+    let inner = &all[from..to];
+    !inner.is_empty()
+        && inner.len() % 2 == 1
+        && inner.iter().enumerate().all(|(j, tok)| match j % 2 {
+            0 => tok.starts_word() || *tok == Tok::HiddenName,
+            _ => *tok == Tok::Punct(','),
+        })
+}
+
+/// `AS name (cols)` or `) name (cols)`: a table alias with its column list, `name` at `n`.
+fn alias_head(v: &View, n: usize) -> bool {
+    let t = v.vis;
+    let after = n > 0 && (t[n - 1] == Tok::Punct(')') || (t[n - 1].is("as") && !t[n - 1].quoted()));
+    after
+        && matching(t, n + 1).is_some_and(|close| column_list(v.all, v.at[n + 1] + 1, v.at[close]))
 }
 
 /// The index of the token matching the parenthesis at `k` (forwards for `(`, backwards for `)`).
@@ -303,24 +380,14 @@ fn matching(t: &[Tok], k: usize) -> Option<usize> {
 
 /// `WITH [RECURSIVE] name (a, b) AS [[NOT] MATERIALIZED] (`, or `, name (...) AS (` after a
 /// complete earlier CTE of the list; `name` at `n`, its `(` at `n + 1`.
-fn cte_head(t: &[Tok], n: usize) -> bool {
+fn cte_head(v: &View, n: usize) -> bool {
+    let t = v.vis;
     let Some(close) = matching(t, n + 1) else {
         return false;
     };
-    // The column list: word (, word)*
-    let inner = &t[n + 2..close];
-    if inner.is_empty() || inner.len().is_multiple_of(2) {
+    // The column list: name (, name)*
+    if !column_list(v.all, v.at[n + 1] + 1, v.at[close]) {
         return false;
-    }
-    for (j, tok) in inner.iter().enumerate() {
-        let ok = if j % 2 == 0 {
-            tok.starts_word()
-        } else {
-            *tok == Tok::Punct(',')
-        };
-        if !ok {
-            return false;
-        }
     }
     // AS [NOT MATERIALIZED | MATERIALIZED] (
     let mut j = close + 1;
@@ -409,44 +476,97 @@ fn statement_at(t: &[Tok], mut j: usize) -> bool {
     })
 }
 
-/// INTO [GLOBAL|LOCAL] TEMP|TEMPORARY creating a table, or INTO [TABLE] pg_temp[_N] `.`.
-fn into_rule(all: &[Tok], k: usize) -> Option<Reason> {
-    let next_vis = |from: usize| (from..all.len()).find(|&j| all[j] != Tok::Hidden);
-    let mut w = next_vis(k + 1).filter(|&j| all[j].word().is_some())?;
-    if all[w].is("global") || all[w].is("local") {
-        w = next_vis(w + 1).filter(|&j| all[j].word().is_some())?;
-    }
-    if (all[w].is("temp") || all[w].is("temporary")) && !all[w].quoted() {
-        // The TEMP keyword is followed by TABLE or a name; a table called temp is not.
-        let creates = match all.get(w + 1) {
-            Some(Tok::Hidden) => true,
-            Some(t) if t.starts_word() => {
-                let not_name = t.word().is_some_and(|x| {
-                    x != "table" && NOT_A_TABLE_NAME.split_whitespace().any(|k| k == x)
-                });
-                if t.is("table") || t.quoted() {
-                    true
-                } else if not_name {
-                    false
-                } else {
-                    next_vis(w + 2).is_none_or(|j| all[j] != Tok::Punct('('))
-                }
-            }
-            _ => false,
-        };
-        return creates.then_some(Reason::IntoTemp);
-    }
-    if all[w].is("table") {
-        w = next_vis(w + 1).filter(|&j| all[j].word().is_some())?;
-    }
-    let name = all[w].word()?;
-    let pg_temp = name.strip_prefix("pg_temp").is_some_and(|s| {
-        s.is_empty()
-            || s.strip_prefix('_')
-                .is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
+/// INTO [GLOBAL|LOCAL] TEMP|TEMPORARY creating a table (not after a statement's INSERT or
+/// MERGE, whose INTO takes a table's name), or INTO [TABLE] and a dotted name with a
+/// `pg_temp[_N]` qualifier, any number of parts.
+fn into_rule(v: &View, k: usize) -> Option<Reason> {
+    let all = v.all;
+    let next_vis = |from: usize| (from..all.len()).find(|&j| !all[j].hidden());
+    let prev_vis = |before: usize| (0..before).rev().find(|&j| !all[j].hidden());
+    let first = next_vis(k + 1).filter(|&j| all[j].word().is_some());
+    let mut w = first;
+    let temp_like = w.is_some_and(|j| {
+        ["global", "local", "temp", "temporary"]
+            .iter()
+            .any(|x| all[j].is(x))
     });
-    let dot = next_vis(w + 1).is_some_and(|j| all[j] == Tok::Punct('.'));
-    (pg_temp && dot).then_some(Reason::IntoPgTemp)
+    let of_dml = temp_like
+        && prev_vis(k)
+            .is_some_and(|j| (all[j].is("insert") || all[j].is("merge")) && starts_statement(v, j));
+    if temp_like && !of_dml {
+        if w.is_some_and(|t| all[t].is("global") || all[t].is("local")) {
+            w = w
+                .and_then(|t| next_vis(t + 1))
+                .filter(|&j| all[j].word().is_some());
+        }
+        if let Some(t) =
+            w.filter(|&t| (all[t].is("temp") || all[t].is("temporary")) && !all[t].quoted())
+        {
+            // The TEMP keyword is followed by TABLE or a name; a table called temp is not.
+            let creates = match all.get(t + 1) {
+                Some(x) if x.hidden() => true,
+                Some(x) if x.starts_word() => {
+                    let not_name = x.word().is_some_and(|y| {
+                        y != "table" && NOT_A_TABLE_NAME.split_whitespace().any(|n| n == y)
+                    });
+                    if x.is("table") || x.quoted() {
+                        true
+                    } else if not_name {
+                        false
+                    } else {
+                        next_vis(t + 2).is_none_or(|j| all[j] != Tok::Punct('('))
+                    }
+                }
+                _ => false,
+            };
+            return creates.then_some(Reason::IntoTemp);
+        }
+    }
+    let mut j = match w.filter(|&j| all[j].is("table")) {
+        Some(table) => table + 1,
+        None => k + 1,
+    };
+    // Parts: a name (or nothing visible) then `.`; a pg_temp part followed by `.` qualifies.
+    loop {
+        let p = next_vis(j)?;
+        if all[p] == Tok::Punct('.') {
+            j = p + 1;
+            continue;
+        }
+        if !all[p].starts_word() || next_vis(p + 1).is_none_or(|d| all[d] != Tok::Punct('.')) {
+            return None;
+        }
+        let name = all[p].word()?;
+        let pg_temp = name.strip_prefix("pg_temp").is_some_and(|s| {
+            s.is_empty()
+                || s.strip_prefix('_')
+                    .is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
+        });
+        if pg_temp {
+            return Some(Reason::IntoPgTemp);
+        }
+        j = next_vis(p + 1)? + 1;
+    }
+}
+
+/// Whether the token `all[j]` starts a statement: nothing visible before it, or `(`, or the `)`
+/// that ends a CTE body (`AS [[NOT] MATERIALIZED] (statement)`).
+fn starts_statement(v: &View, j: usize) -> bool {
+    let Some(i) = v.at.iter().position(|&a| a == j) else {
+        return false;
+    };
+    let t = v.vis;
+    if i == 0 || t[i - 1] == Tok::Punct('(') {
+        return true;
+    }
+    if t[i - 1] != Tok::Punct(')') {
+        return false;
+    }
+    matching(t, i - 1).is_some_and(|open| {
+        open > 0
+            && (t[open - 1].is("as") || t[open - 1].is("materialized"))
+            && statement_at(t, open + 1)
+    })
 }
 
 /// `UPDATE [ONLY] [(] [[q] .] [q .] pg_settings` with `pg_settings` at `k`: the outermost

@@ -113,6 +113,15 @@ const ACCEPTED: &[(&str, Check)] = &[
     ("channel_binding=require", |c| {
         c.channel_binding == ChannelBinding::Require
     }),
+    ("require_auth=scram-sha-256", |c| {
+        use crate::config::AuthMethod as M;
+        c.require_auth.allows(M::ScramSha256) && !c.require_auth.allows(M::Md5)
+    }),
+    ("require_auth=!password,!none", |c| {
+        use crate::config::AuthMethod as M;
+        let r = &c.require_auth;
+        !r.allows(M::Password) && !r.allows(M::None) && r.allows(M::Md5)
+    }),
     ("keepalives=0", |c| !c.keepalives.enabled),
     ("keepalives=1", |c| c.keepalives.enabled),
     ("keepalives_idle=60", |c| {
@@ -204,6 +213,9 @@ const ACCEPTED: &[(&str, Check)] = &[
     ("retry_not_dispatched=false", |c| !c.retry_not_dispatched),
     ("retry_not_dispatched=0", |c| !c.retry_not_dispatched),
     ("dispatch_timeout_ms=0", |c| c.dispatch_timeout.is_zero()),
+    ("guard_allow_functions=my_fn,Other_Fn", |c| {
+        c.guard_allow_functions == ["my_fn", "Other_Fn"]
+    }),
     ("dispatch_timeout_ms=2500", |c| {
         c.dispatch_timeout == Duration::from_millis(2500)
     }),
@@ -356,7 +368,10 @@ fn errors_name_the_keyword_value_and_what_is_accepted() {
         ("servicefile=/s.conf", "connection service files are not supported"),
         ("replication=database", "replication connections are not supported"),
         ("replication=1", "replication connections are not supported"),
-        ("require_auth=scram-sha-256", "require_auth=\"scram-sha-256\" is not supported yet"),
+        ("require_auth=scram,md5", "\"scram\" is not a method"),
+        ("require_auth=md5,!password", "cannot be mixed"),
+        ("require_auth=md5,md5", "named more than once"),
+        ("require_auth=!password,!md5,!gss,!sspi,!scram-sha-256,!none", "allows no method"),
         ("requirepeer=postgres", "requirepeer=\"postgres\" is not supported yet"),
         ("pipeline_size=0", "pipeline_size must be at least 1"),
         ("pipeline_size=-1", "pipeline_size=\"-1\" is not a valid non-negative number"),
@@ -391,6 +406,7 @@ fn set_applies_one_keyword() {
 fn normal(doc: &str) -> String {
     match doc.trim().trim_matches('`') {
         "none" => "0".to_owned(),
+        "empty" => String::new(),
         "true" => "on".to_owned(),
         "false" => "off".to_owned(),
         other => other.to_owned(),

@@ -308,17 +308,14 @@ impl Handler<Sent> for Completer<'_> {
     }
 
     fn parameter_status(&mut self, name: &str, value: &str) {
-        let changed = match self.session.parameters.iter_mut().find(|(k, _)| k == name) {
-            Some((_, v)) if v == value => false,
-            Some((_, v)) => {
-                *v = value.to_owned();
-                true
-            }
-            None => {
-                self.session
-                    .parameters
-                    .push((name.to_owned(), value.to_owned()));
-                true
+        let changed = match self.session.set_parameter(name, value) {
+            Ok(changed) => changed,
+            Err(e) => {
+                // Too many names: the connection goes, as for any protocol violation.
+                if self.leaked.is_none() {
+                    self.leaked = Some(e.to_string());
+                }
+                return;
             }
         };
         // The server's role is not session state: promotion changes it under every session.
