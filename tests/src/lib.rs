@@ -46,6 +46,7 @@
 
 #![warn(missing_docs)]
 
+pub mod fake_server;
 pub mod fault_proxy;
 mod libpq;
 pub mod pgbouncer;

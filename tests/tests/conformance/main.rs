@@ -17,6 +17,7 @@ mod copy;
 mod extensions;
 mod faults;
 mod foundation;
+mod hostile;
 mod pooler;
 mod reconnect;
 mod reset;
@@ -503,6 +504,11 @@ suite! {
         connecting::connection_errors_keep_their_cause: 60,
         connecting::require_auth_allows_only_the_methods_named: 60,
         faults::impossible_message_lengths_fail_at_once: 30,
+        hostile::a_startup_cut_or_corrupted_at_every_byte_fails_typed: 120,
+        hostile::a_pipelined_answer_cut_or_corrupted_at_every_byte_resolves_typed: 120,
+        hostile::answers_that_contradict_the_protocol_fail_their_units_typed: 60,
+        hostile::floods_of_notices_and_parameter_reports_are_bounded: 60,
+        hostile::authentication_a_client_must_not_answer_sends_nothing: 60,
         reconnect::a_server_restart_fails_only_sent_units_and_service_resumes: 90,
         reconnect::terminated_backends_fail_only_sent_units: 90,
         reconnect::units_wait_for_a_server_within_their_bounds: 90,
