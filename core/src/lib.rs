@@ -60,7 +60,10 @@ pub use stream::RowStream;
 pub mod internals {
     use std::sync::Arc;
 
-    pub use crate::proto::{encode, Handler, Outcome, Pipeline, UnitKind};
+    pub use crate::proto::{encode, Frame, Handler, Outcome, Pipeline, UnitKind};
+    /// The startup and authentication state machine with what it takes and gives, for the
+    /// fuzz targets; [`next_message`] cuts its messages from the server's bytes.
+    pub use crate::proto::{Binding, Startup, Step};
     pub use crate::sched::in_driver_tick;
     use crate::{Column, Row};
 
@@ -72,6 +75,15 @@ pub mod internals {
     /// A row from a DataRow body (`None` if malformed).
     pub fn row(columns: Arc<[Column]>, body: bytes::Bytes) -> Option<Row> {
         Row::new(columns, body)
+    }
+
+    /// The next whole backend message in `buf`, or `None` until it has all arrived; its header
+    /// is checked first against `max` (the frame check the driver reads startup messages with).
+    pub fn next_message(
+        buf: &mut bytes::BytesMut,
+        max: usize,
+    ) -> Result<Option<postgres_protocol::message::backend::Message>, String> {
+        crate::proto::frame::next_message(buf, max)
     }
 }
 

@@ -51,7 +51,9 @@ impl std::fmt::Display for BadFrame {
 
 /// The length of the whole message at the start of `buf` (type byte included) once its header
 /// has arrived, `None` before. Fails when the header is impossible: shorter than itself, a short
-/// type over [`SHORT_MESSAGE_MAX`], or any message over `max` (the configured cap). On the hot
+/// type over [`SHORT_MESSAGE_MAX`], or any message over `max` (the configured cap; a cap below
+/// [`SHORT_MESSAGE_MAX`] acts as that, since every message up to it passes the fast check, and
+/// `Config` refuses such caps). On the hot
 /// path (every message of every unit): a few comparisons, no formatting until it fails.
 #[inline]
 pub fn frame_len(buf: &[u8], max: usize) -> Result<Option<usize>, BadFrame> {

@@ -268,7 +268,8 @@ impl<T> Pipeline<T> {
     }
 
     /// This pipeline, refusing messages longer than `max` bytes (and short-type messages over
-    /// [`super::frame::SHORT_MESSAGE_MAX`]) before anything is allocated for them.
+    /// [`super::frame::SHORT_MESSAGE_MAX`]) before anything is allocated for them; a `max` below
+    /// that limit acts as the limit (see [`super::frame::frame_len`]).
     pub fn with_max_message(mut self, max: usize) -> Self {
         self.max_message = max;
         self
@@ -480,10 +481,24 @@ impl<T> Pipeline<T> {
                     // A unit that shared its Sync reaches a ReadyForQuery only by failing: the
                     // server skipped the rest of its segment.
                     let broke_segment = !unit.synced;
+                    // A violation leaves the unit in the FIFO, so `take_all` fails it with the
+                    // connection rather than dropping it unanswered.
                     if broke_segment && unit.error.is_none() {
+                        self.fifo.push_front(unit);
                         return Err(ProtocolViolation(
                             "ReadyForQuery before a statement's CommandComplete".into(),
                         ));
+                    }
+                    if let (None, UnitKind::Batch(shape)) = (&unit.error, &unit.kind) {
+                        if usize::from(unit.step) != shape.len() {
+                            let e = format!(
+                                "a batch of {} statements ended after {}",
+                                shape.len(),
+                                unit.step
+                            );
+                            self.fifo.push_front(unit);
+                            return Err(ProtocolViolation(e));
+                        }
                     }
                     let (plain, before) = (unit.plain(), unit.before());
                     let outcome = match (unit.error, unit.kind) {
@@ -498,16 +513,7 @@ impl<T> Pipeline<T> {
                             params: unit.params,
                             columns: unit.columns.unwrap_or_else(no_columns),
                         },
-                        (None, UnitKind::Batch(shape)) => {
-                            let done = usize::from(unit.step);
-                            if done != shape.len() {
-                                return Err(ProtocolViolation(format!(
-                                    "a batch of {} statements ended after {done}",
-                                    shape.len()
-                                )));
-                            }
-                            Outcome::Batch
-                        }
+                        (None, UnitKind::Batch(_)) => Outcome::Batch,
                         (None, _) => Outcome::Rows {
                             rows: unit.rows,
                             affected: unit.affected,

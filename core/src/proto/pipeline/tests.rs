@@ -665,6 +665,25 @@ fn a_batch_reports_each_statement_or_the_one_that_failed() {
         err.0.contains("batch of 3 statements ended after 1"),
         "{err}"
     );
+    // Still in flight, so the connection fails it as it closes (found by fuzzing).
+    assert_eq!(p.take_all().collect::<Vec<_>>(), [0]);
+
+    // Likewise a coalesced unit that reaches a ReadyForQuery without completing or failing.
+    let mut p = Pipeline::new();
+    p.push(0usize, UnitKind::Execute(columns()));
+    p.join_last();
+    p.push(1, UnitKind::Execute(columns()));
+    let mut s = vec![];
+    msg(&mut s, b'2', b"");
+    ready(&mut s);
+    let err = p
+        .drain(&mut BytesMut::from(&s[..]), &mut Parts::default())
+        .unwrap_err();
+    assert!(
+        err.0.contains("before a statement's CommandComplete"),
+        "{err}"
+    );
+    assert_eq!(p.take_all().collect::<Vec<_>>(), [0, 1]);
 }
 
 #[test]
