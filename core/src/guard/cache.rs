@@ -32,6 +32,11 @@ impl Cache {
         }
     }
 
+    /// Whether the verdicts are those of `generation`.
+    pub(super) fn follows(&self, generation: u64) -> bool {
+        self.generation == generation
+    }
+
     /// Forgets every verdict if they were taken with another generation of extension functions.
     pub(super) fn follow(&mut self, generation: u64) {
         if self.generation != generation {

@@ -166,22 +166,27 @@ impl Guard {
     ///
     /// A cache hit for an allowed statement does not allocate; a refusal allocates its message.
     pub fn check(&self, sql: &str) -> Result<(), Refusal> {
-        let names = self.extensions.as_ref().map(|e| e.current());
         let cached = {
             let mut cache = self.lock();
             // Verdicts taken before the extension functions changed may be wrong now.
-            if let Some(names) = &names {
-                cache.follow(names.generation);
+            if let Some(ext) = &self.extensions {
+                cache.follow(ext.generation());
             }
             cache.get(sql)
         };
         let verdict = match cached {
             Some(v) => v,
             None => {
-                let none = ExtensionNames::default();
-                let ext = names.as_deref().unwrap_or(&none);
-                let v = rules::verdict_with(sql, self.mode, ext);
-                self.lock().insert(sql, v.clone());
+                let names = match &self.extensions {
+                    Some(ext) => ext.current(),
+                    None => Arc::default(),
+                };
+                let v = rules::verdict_with(sql, self.mode, &names);
+                let mut cache = self.lock();
+                // Names published meanwhile: this verdict may be stale, so it is not kept.
+                if names.generation == 0 || cache.follows(names.generation) {
+                    cache.insert(sql, v.clone());
+                }
                 v
             }
         };
@@ -214,6 +219,6 @@ mod tests;
 
 use cache::Cache;
 pub use mask::{mask, needs_masking};
-pub(crate) use names::{ExtensionFunctions, ExtensionNames};
+pub(crate) use names::ExtensionFunctions;
 pub use read_only::is_read_only;
 pub use refusal::{Refusal, RefusalKind, SHOWN_CHARS};

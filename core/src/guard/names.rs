@@ -304,6 +304,9 @@ impl ExtensionNames {
 #[derive(Debug, Default)]
 pub(crate) struct ExtensionFunctions {
     current: std::sync::RwLock<std::sync::Arc<ExtensionNames>>,
+    /// `current`'s generation, read without the lock by every check (a cache hit needs
+    /// nothing else).
+    generation: std::sync::atomic::AtomicU64,
     /// Names the configuration allows (`guard_allow_functions`), lower case.
     allowed: Vec<String>,
 }
@@ -313,6 +316,7 @@ impl ExtensionFunctions {
     pub(crate) fn new(allowed: &[String]) -> ExtensionFunctions {
         ExtensionFunctions {
             current: Default::default(),
+            generation: Default::default(),
             allowed: allowed.iter().map(|a| a.to_ascii_lowercase()).collect(),
         }
     }
@@ -320,6 +324,11 @@ impl ExtensionFunctions {
     /// Whether every extension function is allowed (`guard_allow_functions=*`): nothing to ask.
     pub(crate) fn all_allowed(&self) -> bool {
         self.allowed.iter().any(|a| a == "*")
+    }
+
+    /// The generation of the names in force now.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The names in force now.
@@ -352,6 +361,8 @@ impl ExtensionFunctions {
         }
         let generation = current.generation + 1;
         *current = std::sync::Arc::new(ExtensionNames { names, generation });
+        self.generation
+            .store(generation, std::sync::atomic::Ordering::Release);
     }
 }
 
