@@ -11,7 +11,12 @@ use std::time::{Duration, Instant};
 use pgpipe::{Config, Error};
 use pgpipe_tests::Cluster;
 
-use crate::{off_thread, psql_async, wait_until, Db, Harness, Local};
+use crate::{off_thread, psql, psql_async, wait_until, Db, Harness, Local};
+
+/// The ids psql printed, one per line.
+fn ids(out: &str) -> Vec<i64> {
+    out.lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
 
 /// Backoff after a lost connection reaches at most 5 s (`proto/timing.rs`), so a restarted
 /// server is served again within that and a connect after it accepts connections.
@@ -34,6 +39,27 @@ struct Log {
     units: Vec<(Instant, Outcome)>,
     /// The never-sent errors themselves, for the failure message.
     never_sent: Vec<String>,
+    /// A table one task inserts into (instead of selecting), and the ids it inserted: those
+    /// that succeeded and those whose outcome is unknown (sent, then the connection died).
+    table: Option<String>,
+    inserted: Vec<i64>,
+    maybe: Vec<i64>,
+}
+
+impl Log {
+    /// What the table holds agrees with what the callers were told: every insert that
+    /// succeeded is stored, and nothing is stored that was not sent.
+    fn check_table(&self, stored: &[i64]) {
+        for id in &self.inserted {
+            assert!(stored.contains(id), "{id} succeeded but is not stored");
+        }
+        for id in stored {
+            assert!(
+                self.inserted.contains(id) || self.maybe.contains(id),
+                "{id} is stored but its insert failed as never sent"
+            );
+        }
+    }
 }
 
 fn sent(e: &Error) -> bool {
@@ -65,11 +91,22 @@ fn load<H: Harness>(db: &Db<H>, stop: &Rc<Cell<bool>>, log: &Rc<RefCell<Log>>) -
             let (db, stop, log) = (db.clone(), stop.clone(), log.clone());
             H::spawn(async move {
                 let mut n = t * 1_000_000;
+                let table = log.borrow().table.clone().filter(|_| t == 3);
+                let insert = table.map(|t| format!("INSERT INTO {t} VALUES ($1) RETURNING id"));
                 while !stop.get() {
                     n += 1;
-                    let r = db.query_one("SELECT $1::int8", &[&n]).await.map(|row| {
+                    let sql = insert.as_deref().unwrap_or("SELECT $1::int8");
+                    let r = db.query_one(sql, &[&n]).await.map(|row| {
                         assert_eq!(row.get::<_, i64>(0), n, "a unit got another's row");
                     });
+                    if insert.is_some() {
+                        let mut l = log.borrow_mut();
+                        match &r {
+                            Ok(()) => l.inserted.push(n),
+                            Err(e) if sent(e) => l.maybe.push(n),
+                            Err(_) => {}
+                        }
+                    }
                     if record(&log, r) != Outcome::Ok {
                         // Do not spin on a failure.
                         H::sleep(Duration::from_millis(5)).await;
@@ -121,11 +158,12 @@ fn load<H: Harness>(db: &Db<H>, stop: &Rc<Cell<bool>>, log: &Rc<RefCell<Log>>) -
 
 /// Ends the load and checks what it saw after `ready` (the fault is over): the service came
 /// back, and nothing failed that was never sent. Returns (units, sent failures, recovery).
-async fn finish<H: Harness>(
+async fn finish<H: Harness, F: std::future::Future<Output = Vec<i64>>>(
     stop: &Rc<Cell<bool>>,
     log: &Rc<RefCell<Log>>,
     tasks: Vec<Local<()>>,
     ready: Instant,
+    stored: impl FnOnce(String) -> F,
 ) -> (usize, usize, Duration) {
     wait_until::<H>(|| {
         log.borrow()
@@ -139,6 +177,19 @@ async fn finish<H: Harness>(
         t.await;
     }
     let log = std::mem::take(&mut *log.borrow_mut());
+    if let Some(table) = &log.table {
+        let stored: Vec<i64> = stored(table.clone()).await;
+        assert!(!log.inserted.is_empty(), "no insert succeeded");
+        log.check_table(&stored);
+        eprintln!(
+            "{}: inserts: {} succeeded, {} unknown (sent, connection lost), {} stored: the \
+             table agrees",
+            H::name(),
+            log.inserted.len(),
+            log.maybe.len(),
+            stored.len()
+        );
+    }
     assert!(
         log.never_sent.is_empty(),
         "{} units failed that were never sent, first: {}",
@@ -161,9 +212,16 @@ pub async fn a_server_restart_fails_only_sent_units_and_service_resumes<H: Harne
     cfg.pipeline_size = 2;
     cfg.max_connections = 4;
     cfg.pinned_size = 1;
+    let table = format!("restart_inserts_{}", H::name());
+    cluster
+        .psql(&format!("CREATE TABLE {table} (id int8 PRIMARY KEY)"))
+        .expect("table");
     let db = H::connect(cfg).await.expect("connect");
     let stop = Rc::new(Cell::new(false));
-    let log = Rc::<RefCell<Log>>::default();
+    let log = Rc::new(RefCell::new(Log {
+        table: Some(table),
+        ..Log::default()
+    }));
     let tasks = load::<H>(&db, &stop, &log);
     wait_until::<H>(|| log.borrow().units.len() >= 200).await;
     let cluster = off_thread::<H, _>(move || {
@@ -173,7 +231,12 @@ pub async fn a_server_restart_fails_only_sent_units_and_service_resumes<H: Harne
     })
     .await;
     let ready = Instant::now();
-    let (units, failed, back) = finish::<H>(&stop, &log, tasks, ready).await;
+    let cluster = std::sync::Arc::new(cluster);
+    let c = cluster.clone();
+    let stored = |table: String| {
+        off_thread::<H, _>(move || ids(&c.psql(&format!("SELECT id FROM {table}")).expect("ids")))
+    };
+    let (units, failed, back) = finish::<H, _>(&stop, &log, tasks, ready, stored).await;
     eprintln!(
         "{}: {units} units, {failed} sent ones failed with typed errors, none never sent; \
          served again {back:?} after the server was ready",
@@ -193,9 +256,16 @@ pub async fn terminated_backends_fail_only_sent_units<H: Harness>() {
     });
     let app = cfg.application_name.clone().expect("the test's name");
     cfg.application_name = Some(app.clone());
+    let table = format!("terminated_inserts_{}", H::name());
+    psql(&format!(
+        "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id int8 PRIMARY KEY)"
+    ));
     let db = H::connect(cfg).await.expect("connect");
     let stop = Rc::new(Cell::new(false));
-    let log = Rc::<RefCell<Log>>::default();
+    let log = Rc::new(RefCell::new(Log {
+        table: Some(table),
+        ..Log::default()
+    }));
     let tasks = load::<H>(&db, &stop, &log);
     let kill = format!(
         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
@@ -216,7 +286,10 @@ pub async fn terminated_backends_fail_only_sent_units<H: Harness>() {
         killed += n;
     }
     let ready = Instant::now();
-    let (units, failed, back) = finish::<H>(&stop, &log, tasks, ready).await;
+    let stored = |table: String| async move {
+        ids(&psql_async::<H>(&format!("SELECT id FROM {table}")).await)
+    };
+    let (units, failed, back) = finish::<H, _>(&stop, &log, tasks, ready, stored).await;
     eprintln!(
         "{}: {killed} backends terminated in 5 rounds; {units} units, {failed} sent ones failed \
          with typed errors, none never sent; served again {back:?} after the last round",
