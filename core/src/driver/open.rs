@@ -174,19 +174,33 @@ enum State<R: Runtime> {
         startup: Box<Startup>,
         out: BytesMut,
     },
-    /// Started up; asking a server that did not report its role (`proto::role`).
-    AskingRole {
+    /// Started up; asking the server a question before serving (its role, the extension
+    /// functions), whose answer is read before anything else.
+    Asking {
         transport: Transport<R::Socket>,
         info: SessionInfo,
         out: BytesMut,
-    },
-    /// Started up and accepted; reading the extension functions (`proto::catalog`).
-    AskingExtensions {
-        transport: Transport<R::Socket>,
-        info: SessionInfo,
-        out: BytesMut,
+        question: Question,
     },
     Gone,
+}
+
+/// What an opening connection asks the server after its startup, in this order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Question {
+    /// Its role, when it did not report it (`proto::role`).
+    Role,
+    /// The volatile functions of its extensions, for the guard (`proto::catalog`).
+    Extensions,
+}
+
+impl Question {
+    fn what(self) -> &'static str {
+        match self {
+            Question::Role => "its role",
+            Question::Extensions => "its extension functions",
+        }
+    }
 }
 
 /// A connection ready to serve: the transport, what the server reported during startup, the
@@ -459,8 +473,7 @@ impl<R: Runtime> Opening<R> {
                     }
                     other => return other,
                 },
-                State::AskingRole { .. } => return self.poll_role(cx, ep),
-                State::AskingExtensions { .. } => return self.poll_extensions(cx, ep),
+                State::Asking { .. } => return self.poll_asking(cx, ep),
                 State::Gone => {
                     return Poll::Ready(Err(Failure::Fatal(Error::Protocol(
                         "connection attempt polled after it ended".into(),
@@ -585,14 +598,7 @@ impl<R: Runtime> Opening<R> {
             return self.accepted(done);
         }
         let Some(found) = Role::reported(&done.info) else {
-            let mut out = BytesMut::with_capacity(128);
-            role::ask(&mut out).map_err(Failure::Fatal)?;
-            self.rbuf = done.rest;
-            self.state = State::AskingRole {
-                transport: done.transport,
-                info: done.info,
-                out,
-            };
+            self.ask(done, Question::Role)?;
             return Ok(None);
         };
         self.judge(found, ep)?;
@@ -605,80 +611,26 @@ impl<R: Runtime> Opening<R> {
         if !self.ask_extensions {
             return Ok(Some(done));
         }
-        let mut out = BytesMut::with_capacity(1024);
-        catalog::ask(&mut out).map_err(Failure::Fatal)?;
-        self.rbuf = done.rest;
-        self.state = State::AskingExtensions {
-            transport: done.transport,
-            info: done.info,
-            out,
-        };
+        self.ask(done, Question::Extensions)?;
         Ok(None)
     }
 
-    /// Reads the extension functions ([`catalog::QUERY`]) and publishes them for the guard. A
-    /// server that cannot answer leaves the guard to its fixed list; the connection serves.
-    fn poll_extensions(
-        &mut self,
-        cx: &mut Context<'_>,
-        ep: &Endpoint,
-    ) -> Poll<Result<Opened<R>, Failure>> {
-        let State::AskingExtensions { transport, out, .. } = &mut self.state else {
-            return Poll::Ready(Err(Failure::Fatal(Error::Protocol(
-                "catalog query without a connection".into(),
-            ))));
+    /// Puts `question` to the server of `done` (sent by [`Opening::poll_asking`]).
+    fn ask(&mut self, done: Opened<R>, question: Question) -> Result<(), Failure> {
+        let mut out = BytesMut::with_capacity(1024);
+        match question {
+            Question::Role => role::ask(&mut out),
+            Question::Extensions => catalog::ask(&mut out),
+        }
+        .map_err(Failure::Fatal)?;
+        self.rbuf = done.rest;
+        self.state = State::Asking {
+            transport: done.transport,
+            info: done.info,
+            out,
+            question,
         };
-        if send(transport, cx, out)
-            .map_err(|e| Failure::Fatal(Error::Io(e)))?
-            .is_pending()
-        {
-            return Poll::Pending;
-        }
-        loop {
-            match catalog::from_answer(&mut self.rbuf) {
-                Err(e) => return Poll::Ready(Err(Failure::Fatal(e))),
-                Ok(Some(answer)) => {
-                    match answer {
-                        catalog::Answer::Names(names) => {
-                            ep.extensions.publish(names.split_ascii_whitespace())
-                        }
-                        catalog::Answer::Failed(_message) => {
-                            #[cfg(feature = "tracing")]
-                            tracing::warn!(
-                                message = %_message,
-                                "the server did not list its extension functions; the guard \
-                                 refuses only its own list"
-                            );
-                        }
-                    }
-                    let State::AskingExtensions {
-                        transport, info, ..
-                    } = std::mem::replace(&mut self.state, State::Gone)
-                    else {
-                        unreachable!("matched above")
-                    };
-                    return Poll::Ready(Ok(Opened {
-                        transport,
-                        info,
-                        rest: std::mem::take(&mut self.rbuf),
-                        server: self.server,
-                    }));
-                }
-                Ok(None) => match transport.poll_read(cx, &mut self.chunk) {
-                    Poll::Ready(Ok(0)) => {
-                        return Poll::Ready(Err(Failure::Fatal(Error::Io(std::io::Error::new(
-                            std::io::ErrorKind::UnexpectedEof,
-                            "the server closed the connection while asked for its extensions",
-                        )))))
-                    }
-                    Poll::Ready(Ok(n)) => self.rbuf.extend_from_slice(&self.chunk[..n]),
-                    Poll::Ready(Err(e)) => {
-                        return Poll::Ready(Err(Failure::Fatal(transport_error(e))))
-                    }
-                    Poll::Pending => return Poll::Pending,
-                },
-            }
-        }
+        Ok(())
     }
 
     /// `Err` when `target_session_attrs` refuses the server.
@@ -692,58 +644,100 @@ impl<R: Runtime> Opening<R> {
         }
     }
 
-    /// Asks the server its role ([`role::QUERY`]) and judges the answer.
-    fn poll_role(
+    /// Sends the question and reads its answer. The role is judged (and the extension
+    /// functions asked next, if they are to be); the extension functions are published for
+    /// the guard (a server that cannot answer leaves the guard to its fixed list, and the
+    /// connection serves).
+    fn poll_asking(
         &mut self,
         cx: &mut Context<'_>,
         ep: &Endpoint,
     ) -> Poll<Result<Opened<R>, Failure>> {
-        let State::AskingRole { transport, out, .. } = &mut self.state else {
-            return Poll::Ready(Err(Failure::Fatal(Error::Protocol(
-                "role check without a connection".into(),
-            ))));
-        };
-        if send(transport, cx, out)
-            .map_err(|e| Failure::Fatal(Error::Io(e)))?
-            .is_pending()
-        {
-            return Poll::Pending;
-        }
         loop {
-            match Role::from_answer(&mut self.rbuf) {
+            let State::Asking {
+                transport,
+                out,
+                question,
+                ..
+            } = &mut self.state
+            else {
+                return Poll::Ready(Err(Failure::Fatal(Error::Protocol(
+                    "a question without a connection".into(),
+                ))));
+            };
+            let question = *question;
+            if send(transport, cx, out)
+                .map_err(|e| Failure::Fatal(Error::Io(e)))?
+                .is_pending()
+            {
+                return Poll::Pending;
+            }
+            let answered = match question {
+                Question::Role => Role::from_answer(&mut self.rbuf).map(|found| found.map(Some)),
+                Question::Extensions => catalog::from_answer(&mut self.rbuf).map(|a| {
+                    a.map(|answer| {
+                        match answer {
+                            catalog::Answer::Names(names) => {
+                                ep.extensions.publish(names.split_ascii_whitespace())
+                            }
+                            catalog::Answer::Failed(_message) => {
+                                #[cfg(feature = "tracing")]
+                                tracing::warn!(
+                                    message = %_message,
+                                    "the server did not list its extension functions; the \
+                                     guard refuses only its own list"
+                                );
+                            }
+                        }
+                        None
+                    })
+                }),
+            };
+            let role = match answered {
                 Err(e) => return Poll::Ready(Err(Failure::Fatal(e))),
-                Ok(Some(found)) => {
-                    self.judge(found, ep)?;
-                    let State::AskingRole {
-                        transport, info, ..
-                    } = std::mem::replace(&mut self.state, State::Gone)
-                    else {
-                        unreachable!("matched above")
-                    };
-                    let done = Opened {
-                        transport,
-                        info,
-                        rest: std::mem::take(&mut self.rbuf),
-                        server: self.server,
-                    };
-                    return match self.accepted(done)? {
-                        Some(done) => Poll::Ready(Ok(done)),
-                        None => self.poll_extensions(cx, ep),
-                    };
-                }
+                Ok(Some(role)) => role,
                 Ok(None) => match transport.poll_read(cx, &mut self.chunk) {
                     Poll::Ready(Ok(0)) => {
                         return Poll::Ready(Err(Failure::Fatal(Error::Io(std::io::Error::new(
                             std::io::ErrorKind::UnexpectedEof,
-                            "the server closed the connection while asked for its role",
+                            format!(
+                                "the server closed the connection while asked for {}",
+                                question.what()
+                            ),
                         )))))
                     }
-                    Poll::Ready(Ok(n)) => self.rbuf.extend_from_slice(&self.chunk[..n]),
+                    Poll::Ready(Ok(n)) => {
+                        self.rbuf.extend_from_slice(&self.chunk[..n]);
+                        continue;
+                    }
                     Poll::Ready(Err(e)) => {
                         return Poll::Ready(Err(Failure::Fatal(transport_error(e))))
                     }
                     Poll::Pending => return Poll::Pending,
                 },
+            };
+            if let Some(found) = role {
+                self.judge(found, ep)?;
+            }
+            let State::Asking {
+                transport, info, ..
+            } = std::mem::replace(&mut self.state, State::Gone)
+            else {
+                unreachable!("matched above")
+            };
+            let done = Opened {
+                transport,
+                info,
+                rest: std::mem::take(&mut self.rbuf),
+                server: self.server,
+            };
+            match question {
+                Question::Role => match self.accepted(done)? {
+                    Some(done) => return Poll::Ready(Ok(done)),
+                    // The next question, sent at the top of the loop.
+                    None => continue,
+                },
+                Question::Extensions => return Poll::Ready(Ok(done)),
             }
         }
     }

@@ -177,11 +177,17 @@ impl Guard {
         let verdict = match cached {
             Some(v) => v,
             None => {
-                let names = match &self.extensions {
-                    Some(ext) => ext.current(),
-                    None => Arc::default(),
+                // No allocation for a guard without extension functions.
+                static NONE: ExtensionNames = ExtensionNames::none();
+                let current;
+                let names: &ExtensionNames = match &self.extensions {
+                    Some(ext) => {
+                        current = ext.current();
+                        &current
+                    }
+                    None => &NONE,
                 };
-                let v = rules::verdict_with(sql, self.mode, &names);
+                let v = rules::verdict_with(sql, self.mode, names);
                 let mut cache = self.lock();
                 // Names published meanwhile: this verdict may be stale, so it is not kept.
                 if names.generation == 0 || cache.follows(names.generation) {
@@ -220,5 +226,6 @@ mod tests;
 use cache::Cache;
 pub use mask::{mask, needs_masking};
 pub(crate) use names::ExtensionFunctions;
+use names::ExtensionNames;
 pub use read_only::is_read_only;
 pub use refusal::{Refusal, RefusalKind, SHOWN_CHARS};

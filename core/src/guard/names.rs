@@ -282,6 +282,14 @@ pub(crate) struct ExtensionNames {
 }
 
 impl ExtensionNames {
+    /// No names (no catalog read yet, or a guard without one).
+    pub(crate) const fn none() -> ExtensionNames {
+        ExtensionNames {
+            names: Vec::new(),
+            generation: 0,
+        }
+    }
+
     /// The refusal for calling `word`, if it is one of these.
     pub(super) fn refuses(&self, word: &[u8]) -> Option<Reason> {
         if self.names.is_empty() || word.len() > 63 {

@@ -40,47 +40,22 @@ pub enum Answer {
 /// the bytes it used are taken from `buf`.
 pub fn from_answer(buf: &mut BytesMut) -> Result<Option<Answer>, Error> {
     let bad = |what: &str| Error::Protocol(format!("reading the extension functions: {what}"));
-    let mut at = 0;
-    let mut names = String::new();
-    let mut failed = None;
-    loop {
-        let Some(total) =
-            super::frame::frame_len(&buf[at..], MAX_ANSWER).map_err(|e| bad(&e.to_string()))?
-        else {
-            return Ok(None);
-        };
-        let Some(body) = buf.get(at + 5..at + total) else {
-            return Ok(None);
-        };
-        match buf[at] {
-            b'D' => match super::role::columns(body).as_deref() {
-                Some([Some(v)]) => {
-                    names = std::str::from_utf8(v)
-                        .map_err(|_| bad("a name is not UTF-8"))?
-                        .to_owned();
-                }
-                Some([None]) => {}
-                _ => return Err(bad("a row that is not one value")),
-            },
-            b'E' => {
-                failed = Some(
-                    super::pipeline::parse_error_fields(body)
-                        .message()
-                        .to_owned(),
-                );
-            }
-            b'Z' => {
-                let _ = buf.split_to(at + total);
-                return Ok(Some(match failed {
-                    Some(message) => Answer::Failed(message),
-                    None => Answer::Names(names),
-                }));
-            }
-            // RowDescription, CommandComplete, notices, parameter reports.
-            _ => {}
-        }
-        at += total;
+    let Some(answer) = super::answer::read(buf, MAX_ANSWER).map_err(|e| bad(&e))? else {
+        return Ok(None);
+    };
+    if let Some(e) = answer.error {
+        return Ok(Some(Answer::Failed(e.message().to_owned())));
     }
+    let names = match answer.rows.as_slice() {
+        [] => String::new(),
+        [row] => match row.as_slice() {
+            [Some(v)] => String::from_utf8(v.clone()).map_err(|_| bad("a name is not UTF-8"))?,
+            [None] => String::new(),
+            _ => return Err(bad("a row that is not one value")),
+        },
+        _ => return Err(bad("more than one row")),
+    };
+    Ok(Some(Answer::Names(names)))
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Protocol state: no I/O, no async, time as a parameter. Everything here is deterministic and
 //! tested by feeding byte streams.
 
+pub(crate) mod answer;
 pub(crate) mod catalog;
 pub(crate) mod coalesce;
 pub mod encode;

@@ -8,7 +8,6 @@
 use bytes::BytesMut;
 
 use crate::config::TargetSessionAttrs;
-use crate::proto::pipeline::parse_error_fields;
 use crate::proto::SessionInfo;
 use crate::Error;
 
@@ -40,49 +39,19 @@ impl Role {
     /// ReadyForQuery has arrived; the bytes it used are taken from `buf`.
     pub fn from_answer(buf: &mut BytesMut) -> Result<Option<Role>, Error> {
         let bad = |what: &str| Error::Protocol(format!("reading the server's role: {what}"));
-        let mut at = 0;
-        let mut row = None;
-        let mut failed = None;
-        // Frames are walked in place: a partial answer leaves `buf` whole for the next read.
-        loop {
-            // The answer's rows are a few short values: no message of it may be long.
-            let Some(total) = super::frame::frame_len(&buf[at..], super::frame::SHORT_MESSAGE_MAX)
-                .map_err(|e| bad(&e.to_string()))?
-            else {
-                return Ok(None);
-            };
-            let head = &buf[at..at + 5];
-            let Some(body) = buf.get(at + 5..at + total) else {
-                return Ok(None);
-            };
-            match head[0] {
-                b'D' => {
-                    let values = columns(body).ok_or_else(|| bad("malformed row"))?;
-                    row = Some(
-                        values
-                            .iter()
-                            .map(|v| v.map(<[u8]>::to_vec))
-                            .collect::<Vec<_>>(),
-                    );
-                }
-                b'E' => failed = Some(parse_error_fields(body)),
-                b'Z' => {
-                    at += total;
-                    break;
-                }
-                // RowDescription, CommandComplete, notices, parameter reports.
-                _ => {}
-            }
-            at += total;
-        }
-        let _ = buf.split_to(at);
-        if let Some(e) = failed {
+        // The answer's rows are a few short values: no message of it may be long.
+        let Some(answer) =
+            super::answer::read(buf, super::frame::SHORT_MESSAGE_MAX).map_err(|e| bad(&e))?
+        else {
+            return Ok(None);
+        };
+        if let Some(e) = answer.error {
             return Err(Error::UnsupportedServer(format!(
                 "asking the server for its role failed: {}",
                 e.message()
             )));
         }
-        match row.as_deref() {
+        match answer.rows.last().map(Vec::as_slice) {
             Some([Some(recovery), Some(read_only)]) => {
                 let standby = recovery.as_slice() == b"t";
                 Ok(Some(Role {
@@ -127,25 +96,6 @@ fn on(v: &str) -> bool {
 
 fn on_bytes(v: &[u8]) -> bool {
     v == b"on"
-}
-
-/// A DataRow's values (`None` for NULL).
-pub(super) fn columns(body: &[u8]) -> Option<Vec<Option<&[u8]>>> {
-    let n = i16::from_be_bytes(body.get(..2)?.try_into().ok()?);
-    let mut rest = &body[2..];
-    let mut out = Vec::with_capacity(usize::try_from(n).ok()?);
-    for _ in 0..n {
-        let len = i32::from_be_bytes(rest.get(..4)?.try_into().ok()?);
-        rest = &rest[4..];
-        if len < 0 {
-            out.push(None);
-            continue;
-        }
-        let len = len as usize;
-        out.push(Some(rest.get(..len)?));
-        rest = &rest[len..];
-    }
-    Some(out)
 }
 
 #[cfg(test)]
