@@ -45,6 +45,9 @@ pub enum Bend {
     Before(Vec<u8>),
     /// Sends `bytes` instead of the honest answer, then closes the connection.
     Instead(Vec<u8>),
+    /// Sends `bytes` instead of the honest answer and keeps the connection open, reading and
+    /// discarding, so that only what `bytes` say can end the client's attempt.
+    Stall(Vec<u8>),
 }
 
 /// What a fake server plays on every connection it accepts.
@@ -252,6 +255,7 @@ pub const AFTER_CORRUPTION: Duration = Duration::from_millis(300);
 enum Next {
     Serve,
     HangUp,
+    Stall,
     /// Serve until then, and hang up.
     ServeUntil(Instant),
 }
@@ -284,7 +288,18 @@ fn send(sock: &mut TcpStream, honest: Vec<u8>, bend: &Bend) -> io::Result<Next> 
             sock.write_all(bytes)?;
             Ok(Next::HangUp)
         }
+        Bend::Stall(bytes) => {
+            sock.write_all(bytes)?;
+            Ok(Next::Stall)
+        }
     }
+}
+
+/// Reads and discards until the client goes.
+fn stall(mut sock: TcpStream) -> io::Result<()> {
+    let mut sink = [0u8; 4096];
+    while matches!(sock.read(&mut sink), Ok(n) if n > 0) {}
+    Ok(())
 }
 
 /// Ends the connection after a bent phase: the client sees the end of the stream once it
@@ -350,6 +365,7 @@ fn serve(mut sock: TcpStream, script: &Script, shared: &Shared) -> io::Result<()
     tail.extend(startup_tail());
     let mut until = match send(&mut sock, tail, &script.startup)? {
         Next::HangUp => return hang_up(sock),
+        Next::Stall => return stall(sock),
         Next::Serve => None,
         Next::ServeUntil(t) => Some(t),
     };
@@ -413,6 +429,7 @@ fn serve(mut sock: TcpStream, script: &Script, shared: &Shared) -> io::Result<()
                 first_batch = false;
                 match send(&mut sock, honest, bend)? {
                     Next::HangUp => return hang_up(sock),
+                    Next::Stall => return stall(sock),
                     Next::Serve => {}
                     Next::ServeUntil(t) => until = Some(until.map_or(t, |u| u.min(t))),
                 }

@@ -7,6 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use pgpipe::{Config, Error};
+use pgpipe_tests::fake_server::{Bend, FakeServer, Script};
 use pgpipe_tests::fault_proxy::FaultProxy;
 
 use crate::{config, psql, wait_until, Db, Harness};
@@ -314,30 +315,6 @@ pub async fn cancel_storm<H: Harness>(direct: Config, f: impl FnOnce(&mut Config
     db.close().await;
 }
 
-/// A fake server: accepts one connection, reads the startup packet, answers with `reply` and
-/// keeps the socket open (reading and discarding) so that only the reply can end the attempt.
-fn hostile_server(reply: Vec<u8>) -> u16 {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        let Ok((mut s, _)) = listener.accept() else {
-            return;
-        };
-        let mut len = [0u8; 4];
-        if s.read_exact(&mut len).is_err() {
-            return;
-        }
-        let mut rest = vec![0u8; (u32::from_be_bytes(len) as usize).saturating_sub(4)];
-        if s.read_exact(&mut rest).is_err() || s.write_all(&reply).is_err() {
-            return;
-        }
-        let mut sink = [0u8; 512];
-        while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
-    });
-    port
-}
-
 /// A server whose length headers claim gigabytes: the connection fails at the header with a
 /// protocol error, not after waiting for (and reserving) the claimed bytes until the connect
 /// timeout.
@@ -348,11 +325,13 @@ pub async fn impossible_message_lengths_fail_at_once<H: Harness>() {
         // An ErrorResponse (a type that may be long) claiming 4 GiB, over the cap.
         (b"E\xff\xff\xff\xf0".to_vec(), "max_message_size"),
     ] {
-        let port = hostile_server(reply);
-        let mut c = Config::parse(&format!(
-            "host=127.0.0.1 port={port} user=x dbname=x sslmode=disable"
-        ))
-        .unwrap();
+        // The reply comes where the server's authentication request would.
+        let server = FakeServer::start(Script {
+            startup: Bend::Stall(reply),
+            ..Script::default()
+        })
+        .expect("fake server");
+        let mut c = Config::parse(&server.conninfo("x")).unwrap();
         c.pipeline_size = 1;
         c.max_message_size = 1 << 20;
         // Far beyond the test's own limit: only the header check can end the attempt in time.
