@@ -9,151 +9,29 @@
 //! stronger never fall back. A Unix-domain socket never uses TLS (as libpq).
 
 use std::future::Future;
-use std::ops::Deref;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 
-use std::sync::Arc;
-
-use super::cancel::CancelBudget;
 use super::transport::Transport;
-use crate::config::{LoadBalanceHosts, SslMode, SslNegotiation, TargetSessionAttrs};
-use crate::guard::ExtensionFunctions;
-use crate::proto::catalog;
+use crate::config::{SslMode, SslNegotiation, TargetSessionAttrs};
 use crate::proto::frame::next_message;
-use crate::proto::role::{self, Role};
+use crate::proto::role;
 use crate::proto::{Binding, SessionInfo, Startup, Step};
-use crate::rt::{Runtime, Socket, Target, TcpOptions};
-use crate::tls::{self, TlsConnector};
-use crate::{Config, Error};
+use crate::rt::{Runtime, Socket};
+use crate::tls;
+use crate::Error;
+
+mod asking;
+mod endpoint;
+
+use asking::Question;
+pub(crate) use endpoint::Endpoint;
 
 /// The SSLRequest message: length 8, then the request code 1234/5679.
 const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
-
-/// A service's configuration with what every connection derives from it once: for each
-/// server of the host list, the connect target and the TLS connector (root certificates and
-/// keys are loaded once per client).
-pub(crate) struct Endpoint {
-    config: Config,
-    /// The host list, in the order given (`config.servers()`).
-    pub(crate) servers: Vec<ServerEnd>,
-    /// Cancels in flight for the whole client (see `cancel.rs`).
-    pub(crate) cancels: Arc<CancelBudget>,
-    /// The extension functions the client's guard refuses, read by each shared connection as
-    /// it opens.
-    pub(crate) extensions: Arc<ExtensionFunctions>,
-}
-
-/// One server of the host list, ready to connect to.
-pub(crate) struct ServerEnd {
-    /// `host:port`, for errors and logs.
-    pub(crate) name: String,
-    /// The host name TLS verifies.
-    pub(crate) host: String,
-    /// The port (for spans).
-    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
-    pub(crate) port: u16,
-    /// The password for this server: the configured one, or its line of the password file.
-    password: Option<String>,
-    pub(crate) target: Target,
-    pub(crate) tls: Option<TlsConnector>,
-}
-
-impl Deref for Endpoint {
-    type Target = Config;
-    fn deref(&self) -> &Config {
-        &self.config
-    }
-}
-
-impl Endpoint {
-    /// Checks `config` and prepares what connecting needs; fails on unreadable TLS files.
-    pub(crate) fn new(config: Config) -> Result<Endpoint, Error> {
-        config.validate()?;
-        let servers = config
-            .servers()
-            .iter()
-            .map(|s| {
-                let one = config.for_server(s);
-                Ok(ServerEnd {
-                    name: s.to_string(),
-                    host: s.host.clone(),
-                    port: s.port,
-                    password: config.password_for(s),
-                    target: target_of(&one),
-                    tls: TlsConnector::new(&one)?,
-                })
-            })
-            .collect::<Result<_, Error>>()?;
-        Ok(Endpoint {
-            servers,
-            cancels: Arc::default(),
-            extensions: Arc::new(ExtensionFunctions::new(&config.guard_allow_functions)),
-            config,
-        })
-    }
-
-    /// The configuration this endpoint was made from.
-    pub(crate) fn config(&self) -> &Config {
-        &self.config
-    }
-
-    /// The attempts `sslmode` calls for, in order.
-    fn first_attempt(&self, server: usize) -> Attempt {
-        match (&self.servers[server].tls, self.config.tls.mode) {
-            (None, _) | (_, SslMode::Disable | SslMode::Allow) => Attempt::Plain,
-            _ => Attempt::Tls,
-        }
-    }
-
-    /// The attempt after `failed` was refused by the server, if `sslmode` allows one.
-    fn fallback(&self, server: usize, failed: Attempt) -> Option<Attempt> {
-        self.servers[server].tls.as_ref()?;
-        match (self.config.tls.mode, failed) {
-            (SslMode::Prefer, Attempt::Tls) => Some(Attempt::Plain),
-            (SslMode::Allow, Attempt::Plain) => Some(Attempt::Tls),
-            _ => None,
-        }
-    }
-
-    /// The order to try the servers in: as given, or shuffled (`load_balance_hosts=random`).
-    fn order(&self) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.servers.len()).collect();
-        if self.config.load_balance_hosts == LoadBalanceHosts::Random {
-            fastrand::shuffle(&mut order);
-        }
-        order
-    }
-}
-
-/// Where to connect for `cfg`: a socket file for a host that is a directory, else TCP.
-fn target_of(cfg: &Config) -> Target {
-    if let Some(name) = cfg.host.strip_prefix('@') {
-        return Target::Abstract(format!("{name}/.s.PGSQL.{}", cfg.port).into_bytes());
-    }
-    if cfg.host.starts_with('/') {
-        return Target::Unix(PathBuf::from(&cfg.host).join(format!(".s.PGSQL.{}", cfg.port)));
-    }
-    let k = &cfg.keepalives;
-    Target::Tcp {
-        host: match cfg.hostaddr {
-            Some(addr) => addr.to_string(),
-            None => cfg.host.clone(),
-        },
-        port: cfg.port,
-        options: TcpOptions {
-            keepalive: k.enabled,
-            keepalive_idle: k.idle,
-            keepalive_interval: k.interval,
-            keepalive_count: k.count,
-            user_timeout: cfg.tcp_user_timeout,
-        },
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Attempt {
@@ -183,24 +61,6 @@ enum State<R: Runtime> {
         question: Question,
     },
     Gone,
-}
-
-/// What an opening connection asks the server after its startup, in this order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Question {
-    /// Its role, when it did not report it (`proto::role`).
-    Role,
-    /// The volatile functions of its extensions, for the guard (`proto::catalog`).
-    Extensions,
-}
-
-impl Question {
-    fn what(self) -> &'static str {
-        match self {
-            Question::Role => "its role",
-            Question::Extensions => "its extension functions",
-        }
-    }
 }
 
 /// A connection ready to serve: the transport, what the server reported during startup, the
@@ -585,159 +445,6 @@ impl<R: Runtime> Opening<R> {
                 Poll::Ready(Ok(n)) => rbuf.extend_from_slice(&chunk[..n]),
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(Failure::Fatal(transport_error(e)))),
                 Poll::Pending => return Poll::Pending,
-            }
-        }
-    }
-}
-
-impl<R: Runtime> Opening<R> {
-    /// Started up: done, unless the server's role must be checked and it did not report it
-    /// (`Ok(None)`: asking it now).
-    fn started(&mut self, done: Opened<R>, ep: &Endpoint) -> Result<Option<Opened<R>>, Failure> {
-        if !self.check_role {
-            return self.accepted(done);
-        }
-        let Some(found) = Role::reported(&done.info) else {
-            self.ask(done, Question::Role)?;
-            return Ok(None);
-        };
-        self.judge(found, ep)?;
-        self.accepted(done)
-    }
-
-    /// Started up with an acceptable role: done, unless the extension functions are to be
-    /// read (`Ok(None)`: asking now).
-    fn accepted(&mut self, done: Opened<R>) -> Result<Option<Opened<R>>, Failure> {
-        if !self.ask_extensions {
-            return Ok(Some(done));
-        }
-        self.ask(done, Question::Extensions)?;
-        Ok(None)
-    }
-
-    /// Puts `question` to the server of `done` (sent by [`Opening::poll_asking`]).
-    fn ask(&mut self, done: Opened<R>, question: Question) -> Result<(), Failure> {
-        let mut out = BytesMut::with_capacity(1024);
-        match question {
-            Question::Role => role::ask(&mut out),
-            Question::Extensions => catalog::ask(&mut out),
-        }
-        .map_err(Failure::Fatal)?;
-        self.rbuf = done.rest;
-        self.state = State::Asking {
-            transport: done.transport,
-            info: done.info,
-            out,
-            question,
-        };
-        Ok(())
-    }
-
-    /// `Err` when `target_session_attrs` refuses the server.
-    fn judge(&self, found: Role, ep: &Endpoint) -> Result<(), Failure> {
-        match found.refused_by(ep.target_session_attrs, self.any_role) {
-            None => Ok(()),
-            Some(why) => Err(Failure::Fatal(Error::WrongRole {
-                server: ep.servers[self.server].name.clone(),
-                why,
-            })),
-        }
-    }
-
-    /// Sends the question and reads its answer. The role is judged (and the extension
-    /// functions asked next, if they are to be); the extension functions are published for
-    /// the guard (a server that cannot answer leaves the guard to its fixed list, and the
-    /// connection serves).
-    fn poll_asking(
-        &mut self,
-        cx: &mut Context<'_>,
-        ep: &Endpoint,
-    ) -> Poll<Result<Opened<R>, Failure>> {
-        loop {
-            let State::Asking {
-                transport,
-                out,
-                question,
-                ..
-            } = &mut self.state
-            else {
-                return Poll::Ready(Err(Failure::Fatal(Error::Protocol(
-                    "a question without a connection".into(),
-                ))));
-            };
-            let question = *question;
-            if send(transport, cx, out)
-                .map_err(|e| Failure::Fatal(Error::Io(e)))?
-                .is_pending()
-            {
-                return Poll::Pending;
-            }
-            let answered = match question {
-                Question::Role => Role::from_answer(&mut self.rbuf).map(|found| found.map(Some)),
-                Question::Extensions => catalog::from_answer(&mut self.rbuf).map(|a| {
-                    a.map(|answer| {
-                        match answer {
-                            catalog::Answer::Names(names) => {
-                                ep.extensions.publish(names.split_ascii_whitespace())
-                            }
-                            catalog::Answer::Failed(_message) => {
-                                #[cfg(feature = "tracing")]
-                                tracing::warn!(
-                                    message = %_message,
-                                    "the server did not list its extension functions; the \
-                                     guard refuses only its own list"
-                                );
-                            }
-                        }
-                        None
-                    })
-                }),
-            };
-            let role = match answered {
-                Err(e) => return Poll::Ready(Err(Failure::Fatal(e))),
-                Ok(Some(role)) => role,
-                Ok(None) => match transport.poll_read(cx, &mut self.chunk) {
-                    Poll::Ready(Ok(0)) => {
-                        return Poll::Ready(Err(Failure::Fatal(Error::Io(std::io::Error::new(
-                            std::io::ErrorKind::UnexpectedEof,
-                            format!(
-                                "the server closed the connection while asked for {}",
-                                question.what()
-                            ),
-                        )))))
-                    }
-                    Poll::Ready(Ok(n)) => {
-                        self.rbuf.extend_from_slice(&self.chunk[..n]);
-                        continue;
-                    }
-                    Poll::Ready(Err(e)) => {
-                        return Poll::Ready(Err(Failure::Fatal(transport_error(e))))
-                    }
-                    Poll::Pending => return Poll::Pending,
-                },
-            };
-            if let Some(found) = role {
-                self.judge(found, ep)?;
-            }
-            let State::Asking {
-                transport, info, ..
-            } = std::mem::replace(&mut self.state, State::Gone)
-            else {
-                unreachable!("matched above")
-            };
-            let done = Opened {
-                transport,
-                info,
-                rest: std::mem::take(&mut self.rbuf),
-                server: self.server,
-            };
-            match question {
-                Question::Role => match self.accepted(done)? {
-                    Some(done) => return Poll::Ready(Ok(done)),
-                    // The next question, sent at the top of the loop.
-                    None => continue,
-                },
-                Question::Extensions => return Poll::Ready(Ok(done)),
             }
         }
     }
