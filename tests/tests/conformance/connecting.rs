@@ -20,6 +20,15 @@ use crate::Harness;
 /// One test at a time counts failed logins in the plaintext server's log.
 static SERVER_LOG: Mutex<()> = Mutex::new(());
 
+/// Failed password logins `server` has logged so far (it writes the line before it sends the
+/// error, so the count is final once a connect has failed).
+fn failed_logins(server: &Cluster) -> usize {
+    std::fs::read_to_string(server.dir().join("server.log"))
+        .unwrap_or_default()
+        .matches("password authentication failed")
+        .count()
+}
+
 /// A plaintext server (no `ssl`), shared by the instances of these tests.
 fn plaintext_server() -> &'static Cluster {
     static SERVER: OnceLock<Cluster> = OnceLock::new();
@@ -491,13 +500,7 @@ fn set_mode(path: &Path, mode: u32) {
 pub async fn a_wrong_password_fails_once_and_stays_secret<H: Harness>() {
     let _one = SERVER_LOG.lock().unwrap_or_else(|p| p.into_inner());
     let server = plaintext_server();
-    let log = server.dir().join("server.log");
-    let failures = || {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .matches("password authentication failed")
-            .count()
-    };
+    let failures = || failed_logins(server);
     let before = failures();
     let secret = "not-the-Passw0rd";
     let s = format!(
@@ -608,13 +611,7 @@ pub async fn require_auth_allows_only_the_methods_named<H: Harness>() {
             .unwrap_or_else(|e| panic!("{user} with require_auth={require}: {e}"));
         db.close().await;
     }
-    let log = server.dir().join("server.log");
-    let failures = || {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .matches("password authentication failed")
-            .count()
-    };
+    let failures = || failed_logins(server);
     let before = failures();
     for ((user, _), require, needle) in [
         (md5, "scram-sha-256", "MD5 password hash"),
