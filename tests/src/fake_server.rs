@@ -80,6 +80,13 @@ struct Shared {
     passwords: Mutex<Vec<Vec<u8>>>,
 }
 
+impl Shared {
+    /// The password messages received (a panicking connection thread cannot lose them).
+    fn passwords(&self) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
+        self.passwords.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// A running fake server; dropping it stops accepting (open connections end with the client).
 pub struct FakeServer {
     addr: SocketAddr,
@@ -135,11 +142,7 @@ impl FakeServer {
     /// The bodies of the password messages clients sent (cleartext passwords, MD5 hashes,
     /// SASL responses).
     pub fn passwords(&self) -> Vec<Vec<u8>> {
-        self.shared
-            .passwords
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.shared.passwords().clone()
     }
 }
 
@@ -335,11 +338,7 @@ fn serve(mut sock: TcpStream, script: &Script, shared: &Shared) -> io::Result<()
             let Some((b'p', first)) = read_message(&mut sock)? else {
                 return Ok(());
             };
-            shared
-                .passwords
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(first.clone());
+            shared.passwords().push(first.clone());
             if matches!(other, Auth::ScramWrongSignature | Auth::ScramSkipFinal) {
                 // The client-first message: mechanism, length, "n,,n=,r=<nonce>".
                 let text = String::from_utf8_lossy(&first);
@@ -349,11 +348,7 @@ fn serve(mut sock: TcpStream, script: &Script, shared: &Shared) -> io::Result<()
                 let Some((b'p', last)) = read_message(&mut sock)? else {
                     return Ok(());
                 };
-                shared
-                    .passwords
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(last);
+                shared.passwords().push(last);
                 if *other == Auth::ScramWrongSignature {
                     let v = b"v=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
                     sock.write_all(&auth_request(12, v))?;
