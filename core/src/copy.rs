@@ -17,8 +17,8 @@ use std::task::{Context, Poll};
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::driver::shared::sinks::{CopyInShared, Sink, Source};
 use crate::driver::shared::{ConnShared, Framing, Token};
-use crate::driver::sinks::{CopyInShared, Sink, Source};
 use crate::proto::UnitKind;
 use crate::rt::Runtime;
 use crate::{Client, Error};

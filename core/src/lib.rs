@@ -39,7 +39,7 @@ mod stream;
 mod tls;
 mod typeinfo;
 
-pub use client::{Adapter, Batch, Client, StatementResult};
+pub use client::{Adapter, Batch, Client, ConnTask, StatementResult};
 pub use config::{
     ChannelBinding, Config, Keepalives, LoadBalanceHosts, ReleaseReset, RootCert, Server, SslMode,
     SslNegotiation, TargetSessionAttrs, TlsConfig, TlsVersion,

@@ -12,15 +12,14 @@
 
 use std::future::Future;
 
-use crate::driver::open::Endpoint;
 use crate::rt::Runtime;
-use crate::Error;
+use crate::{Config, Error};
 
 /// `db.system.name` of every span and metric.
 #[cfg(any(feature = "tracing", feature = "metrics"))]
 const SYSTEM: &str = "postgresql";
 
-/// Runs one public operation (`sql` on the client described by `ep`) inside its span, and
+/// Runs one public operation (`sql` on the database `db` names) inside its span, and
 /// records its duration and outcome.
 ///
 /// With both features off this is `fut` itself. An `async fn` wrapper that only awaited `fut`
@@ -28,19 +27,19 @@ const SYSTEM: &str = "postgresql";
 /// on every call: on the shared path that is the caller's whole future, several KiB per
 /// statement.
 #[cfg(not(any(feature = "tracing", feature = "metrics")))]
-pub(crate) fn operation<R: Runtime, T, F>(_rt: &R, _ep: &Endpoint, _sql: &str, fut: F) -> F
+pub(crate) fn operation<R: Runtime, T, F>(_rt: &R, _db: &Config, _sql: &str, fut: F) -> F
 where
     F: Future<Output = Result<T, Error>>,
 {
     fut
 }
 
-/// Runs one public operation (`sql` on the client described by `ep`) inside its span, and
+/// Runs one public operation (`sql` on the database `db` names) inside its span, and
 /// records its duration and outcome.
 #[cfg(any(feature = "tracing", feature = "metrics"))]
 pub(crate) async fn operation<R: Runtime, T>(
     rt: &R,
-    ep: &Endpoint,
+    db: &Config,
     sql: &str,
     fut: impl Future<Output = Result<T, Error>>,
 ) -> Result<T, Error> {
@@ -59,7 +58,7 @@ pub(crate) async fn operation<R: Runtime, T>(
             "db.query",
             otel.kind = "client",
             db.system.name = SYSTEM,
-            db.namespace = %ep.dbname,
+            db.namespace = %db.dbname,
             db.operation.name = name,
             db.query.text = ::tracing::field::Empty,
             // Recorded when the unit is queued on a connection (`record_server`): with a host
@@ -69,7 +68,7 @@ pub(crate) async fn operation<R: Runtime, T>(
             error.type = ::tracing::field::Empty,
             otel.status_code = ::tracing::field::Empty,
         );
-        if ep.trace_sql {
+        if db.trace_sql {
             span.record("db.query.text", sql);
         }
         let r = ::tracing::Instrument::instrument(fut, span.clone()).await;
@@ -81,7 +80,7 @@ pub(crate) async fn operation<R: Runtime, T>(
     };
     #[cfg(not(feature = "tracing"))]
     let r = {
-        let _ = ep;
+        let _ = db;
         fut.await
     };
     #[cfg(feature = "metrics")]

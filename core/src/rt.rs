@@ -19,10 +19,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-/// The future that owns one connection, which [`Spawn`] runs: opaque to adapters, which only
-/// spawn it (see [`crate::Adapter`]).
-pub use crate::driver::ConnTask;
-
 /// A connected byte stream to the server.
 pub trait Socket: Unpin + 'static {
     /// Reads available bytes into `buf`; `Ok(0)` means the peer closed.

@@ -18,8 +18,8 @@ use std::time::Instant;
 
 use postgres_types::ToSql;
 
+use crate::driver::shared::sinks::{RowSink, Source};
 use crate::driver::shared::{ConnShared, Framing};
-use crate::driver::sinks::{RowSink, Source};
 use crate::rt::{with_deadline, Runtime};
 use crate::{Client, Error, Row};
 

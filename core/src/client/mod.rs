@@ -12,7 +12,9 @@ use crate::driver::shared::{
     nanos, ConnShared, CostTable, Framing, Gate, QueryResult, QueryWaiter, Role, Statement,
 };
 use crate::driver::types::TypeCache;
-use crate::driver::ConnTask;
+/// The future that owns one connection, which an adapter's [`Spawn`] runs: opaque to adapters,
+/// which only spawn it (see [`Adapter`]).
+pub use crate::driver::ConnTask;
 use crate::exclusive::Pinned;
 use crate::guard::Guard;
 use crate::proto::encode;

@@ -22,6 +22,7 @@ mod values;
 
 pub use require_auth::{AuthMethod, RequireAuth};
 pub use tuning::{pgpipe_keywords, PGPIPE_OPTIONS};
+pub(crate) use tuning::{DEFAULT_MAX_MESSAGE_SIZE, SHORT_MESSAGE_MAX};
 
 /// Settings of a connection service. Build one from a libpq connection string with
 /// [`Config::parse`], or field by field from `Config::default()`.
@@ -216,7 +217,7 @@ impl Default for Config {
             fair_lanes: true,
             sync_coalescing: true,
             health_check: Some(Duration::from_secs(10)),
-            max_message_size: crate::proto::frame::DEFAULT_MAX_MESSAGE_SIZE,
+            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             trace_sql: false,
             passfile: None,
         }

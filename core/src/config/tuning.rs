@@ -10,6 +10,15 @@ use super::{bad, Config, ReleaseReset};
 use crate::guard::Mode;
 use crate::Error;
 
+/// The longest message of a type that never carries data (authentication, ParameterStatus,
+/// CommandComplete, ...): libpq's rule, which refuses such messages over 30,000 bytes. The
+/// floor of `max_message_size`; the frame check (`proto/frame.rs`) applies it.
+pub(crate) const SHORT_MESSAGE_MAX: usize = 30_000;
+
+/// The default cap on a message that carries data (`Config::max_message_size`): the server's
+/// own limit on one allocation (1 GiB), so nothing PostgreSQL can send is refused.
+pub(crate) const DEFAULT_MAX_MESSAGE_SIZE: usize = 1 << 30;
+
 /// The environment variable [`Config::parse`] reads pgpipe's own options from (keyword/value
 /// form, e.g. `pipeline_size=8 sync_coalescing=off`); the connection string wins where both set
 /// one. Only pgpipe's keywords are allowed in it.
@@ -100,11 +109,11 @@ impl Config {
             "trace_sql" => self.trace_sql = boolean(key, v)?,
             "max_message_size" => {
                 let max: usize = num(key, v)?;
-                if max < crate::proto::frame::SHORT_MESSAGE_MAX {
+                if max < SHORT_MESSAGE_MAX {
                     return Err(bad(&format!(
                         "max_message_size={max} is below {}, the longest message of types that \
                          carry no data",
-                        crate::proto::frame::SHORT_MESSAGE_MAX
+                        SHORT_MESSAGE_MAX
                     )));
                 }
                 self.max_message_size = max;

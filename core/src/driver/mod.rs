@@ -4,7 +4,6 @@ pub(crate) mod cancel;
 pub(crate) mod health;
 pub(crate) mod open;
 pub(crate) mod shared;
-pub(crate) mod sinks;
 pub(crate) mod task;
 pub(crate) mod transport;
 pub(crate) mod types;

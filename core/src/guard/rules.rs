@@ -410,12 +410,19 @@ fn starts_cte_entry(m: &[u8], raw: &[u8], mut at: usize, memo: &mut CteMemo) -> 
     verdict
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Steps of the walk back over CTE entries (`previous_cte_name`), counted so a test can see
+    /// that the walk stays linear.
+    pub(super) static CTE_STEPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// For the `,` at `comma`, the start of the name of the CTE entry that ends before it.
 /// An entry the memo holds had its body checked already (when its own name was checked, or
 /// when an earlier walk passed it), so only a new one's is.
 fn previous_cte_name(m: &[u8], raw: &[u8], comma: usize, memo: &CteMemo) -> Option<usize> {
     #[cfg(test)]
-    super::tests::CTE_STEPS.with(|n| n.set(n.get() + 1));
+    CTE_STEPS.with(|n| n.set(n.get() + 1));
     let q = skip_space_back(m, comma);
     if q == 0 || m[q - 1] != b')' {
         return None;

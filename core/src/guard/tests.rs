@@ -330,12 +330,6 @@ fn parenthesised_queries_and_table() {
     );
 }
 
-thread_local! {
-    /// Steps of the walk back over CTE entries (`rules::previous_cte_name`), counted so a test
-    /// can see that the walk stays linear.
-    pub(super) static CTE_STEPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
 #[test]
 fn database_qualified_names_reach_pg_temp_too() {
     for sql in [
@@ -447,9 +441,9 @@ fn long_cte_lists_are_walked_once() {
             sql.push_str(&format!("lastval(v{i}) AS (SELECT {i})"));
         }
         sql.push_str(" SELECT 1");
-        CTE_STEPS.with(|s| s.set(0));
+        super::rules::CTE_STEPS.with(|s| s.set(0));
         assert_eq!(refused(&sql), None, "{n} entries");
-        let steps = CTE_STEPS.with(|s| s.get());
+        let steps = super::rules::CTE_STEPS.with(|s| s.get());
         assert!(steps < n, "{n} entries took {steps} steps");
     }
     // An adversarial megabyte: nested parentheses and `) insert INTO temp` repeated, each asking

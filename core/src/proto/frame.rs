@@ -1,13 +1,7 @@
 //! The frame of a backend message: its type byte and length, checked before anything is
 //! allocated for its body. A corrupt or hostile server's length header must cost no memory.
 
-/// The longest message of a type that never carries data (authentication, ParameterStatus,
-/// CommandComplete, ...): libpq's rule, which refuses such messages over 30,000 bytes.
-pub const SHORT_MESSAGE_MAX: usize = 30_000;
-
-/// The default cap on a message that carries data (`Config::max_message_size`): the server's
-/// own limit on one allocation (1 GiB), so nothing PostgreSQL can send is refused.
-pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 1 << 30;
+pub(crate) use crate::config::{DEFAULT_MAX_MESSAGE_SIZE, SHORT_MESSAGE_MAX};
 
 /// How far ahead of the bytes received a partial message may reserve buffer space: memory grows
 /// with what the server actually sent, not with what its header claims.

@@ -163,7 +163,7 @@ impl ConnShared {
         &self,
         stmt: &Arc<Statement>,
         params: encode::Params<'_>,
-        sink: &Arc<crate::driver::sinks::RowSink>,
+        sink: &Arc<crate::driver::shared::sinks::RowSink>,
         framing: &Framing<'_>,
     ) -> Result<(), Error> {
         let r = self

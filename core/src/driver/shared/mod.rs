@@ -30,6 +30,7 @@ pub(crate) use mailbox::SpaceWaiter;
 pub(crate) use statements::{CacheEntry, CostTable, Prepare, PrepareError, Statement};
 
 mod mailbox;
+pub(crate) mod sinks;
 mod statements;
 
 /// The result of one executed unit.
@@ -69,9 +70,9 @@ pub(crate) enum Token {
     Query(Arc<QueryWaiter>),
     Batch(Arc<BatchUnit>),
     Prepare(Arc<Prepare>),
-    Stream(Arc<crate::driver::sinks::RowSink>),
-    CopyOut(Arc<crate::driver::sinks::Sink<bytes::Bytes>>),
-    CopyIn(Arc<crate::driver::sinks::CopyInShared>),
+    Stream(Arc<crate::driver::shared::sinks::RowSink>),
+    CopyOut(Arc<crate::driver::shared::sinks::Sink<bytes::Bytes>>),
+    CopyIn(Arc<crate::driver::shared::sinks::CopyInShared>),
     /// COPY data: written and never answered, so nobody waits on it.
     Data,
 }
