@@ -2,10 +2,11 @@
 //! statement may have run (see `Error::NotDispatched` vs `Error::Indeterminate`).
 
 use std::fmt;
-use std::ops::Deref;
-use std::sync::Arc;
 
+pub(crate) mod fault;
 mod sqlstate;
+pub use fault::Reason;
+pub(crate) use fault::{Fault, HalfOpen};
 pub use sqlstate::SqlState;
 
 /// A boxed error from a `ToSql` / `FromSql` implementation.
@@ -307,72 +308,6 @@ impl Error {
     }
 }
 
-/// Why a connection stopped serving: a message for people and, for pgpipe's own decisions, what
-/// kind of stop it was (never decided by comparing text). Reads as a `str`.
-#[derive(Debug, Clone)]
-pub struct Reason {
-    text: Arc<str>,
-    retired: bool,
-}
-
-impl Reason {
-    /// The message.
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-
-    /// An on-demand connection was retired while idle as the unit reached it: always retried
-    /// elsewhere, whatever `retry_not_dispatched` says.
-    pub(crate) fn retired() -> Reason {
-        Reason {
-            text: "connection retired while idle".into(),
-            retired: true,
-        }
-    }
-
-    pub(crate) fn is_retired(&self) -> bool {
-        self.retired
-    }
-}
-
-impl Deref for Reason {
-    type Target = str;
-
-    fn deref(&self) -> &str {
-        &self.text
-    }
-}
-
-impl fmt::Display for Reason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
-impl PartialEq<str> for Reason {
-    fn eq(&self, other: &str) -> bool {
-        *self.text == *other
-    }
-}
-
-impl From<&str> for Reason {
-    fn from(text: &str) -> Reason {
-        Reason {
-            text: text.into(),
-            retired: false,
-        }
-    }
-}
-
-impl From<String> for Reason {
-    fn from(text: String) -> Reason {
-        Reason {
-            text: text.into(),
-            retired: false,
-        }
-    }
-}
-
 /// `one` for a count of 1, `many` otherwise (messages read "expects 1 parameter").
 fn plural(n: usize, one: &'static str, many: &'static str) -> &'static str {
     if n == 1 {
@@ -512,17 +447,7 @@ impl From<DbError> for Error {
 
 #[cfg(test)]
 mod tests {
-    use super::{Error, Reason};
-
-    #[test]
-    fn reasons_read_as_text_and_carry_their_kind() {
-        let r = Reason::from("server closed the connection");
-        assert_eq!(&*r, "server closed the connection");
-        assert!(!r.is_retired());
-        // The retirement signal is its kind, not its text.
-        assert!(Reason::retired().is_retired());
-        assert!(!Reason::from(Reason::retired().to_string()).is_retired());
-    }
+    use super::Error;
 
     #[test]
     fn parameter_counts_read_as_english() {

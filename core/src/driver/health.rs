@@ -29,10 +29,8 @@
 //! Every verdict that closes the connection is one the server stated or one that the network
 //! forced: a slow statement is never mistaken for a dead connection.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use fallible_iterator::FallibleIterator;
@@ -41,17 +39,18 @@ use postgres_protocol::message::frontend;
 
 use crate::driver::open::{Endpoint, Opened, Opening};
 use crate::driver::transport::Transport;
+use crate::error::HalfOpen;
 use crate::proto::frame::{next_message, SHORT_MESSAGE_MAX};
 use crate::rt::Runtime;
 use crate::Error;
 
 /// What the server said about a silent connection's backend.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum Verdict {
     /// Still running its statement: keep waiting.
     Alive,
     /// The connection is half-open: close it, with this reason.
-    HalfOpen(String),
+    HalfOpen(HalfOpen),
     /// The check got no usable answer; try again after another interval.
     Unknown,
     /// The check's own connection reached a backend other than the one its startup named: a
@@ -85,7 +84,8 @@ pub(crate) struct Probe<R: Runtime> {
     /// The backend pid the check's own connection was given at startup.
     own_key: Option<i32>,
     settled: Duration,
-    deadline: R::Sleep,
+    /// When the check gives up: the owner wakes the task by then ([`Probe::deadline`]).
+    deadline: Instant,
 }
 
 impl<R: Runtime> Probe<R> {
@@ -98,7 +98,15 @@ impl<R: Runtime> Probe<R> {
             pid,
             own_key: None,
             settled,
-            deadline: rt.sleep_until(rt.now() + limit),
+            deadline: rt.now() + limit,
+        }
+    }
+
+    /// When the check must be polled again at the latest (its own bound, or its connection's).
+    pub(crate) fn deadline(&self) -> Instant {
+        match &self.step {
+            Some(Step::Opening(o)) => o.deadline().min(self.deadline),
+            _ => self.deadline,
         }
     }
 
@@ -106,13 +114,10 @@ impl<R: Runtime> Probe<R> {
     pub(crate) fn poll(&mut self, cx: &mut Context<'_>, rt: &R, ep: &Endpoint) -> Poll<Verdict> {
         match self.advance(cx, rt, ep) {
             Poll::Ready(v) => Poll::Ready(v),
-            Poll::Pending => match Pin::new(&mut self.deadline).poll(cx) {
-                Poll::Ready(_) => Poll::Ready(Verdict::HalfOpen(format!(
-                    "half-open: the server did not answer a health check within {:?}",
-                    ep.connect_timeout
-                ))),
-                Poll::Pending => Poll::Pending,
-            },
+            Poll::Pending if rt.now() >= self.deadline => {
+                Poll::Ready(Verdict::HalfOpen(HalfOpen::NoAnswer(ep.connect_timeout)))
+            }
+            Poll::Pending => Poll::Pending,
         }
     }
 
@@ -175,9 +180,7 @@ impl<R: Runtime> Probe<R> {
                         return Poll::Pending;
                     }
                     Poll::Ready(Err(e)) => {
-                        return Poll::Ready(Verdict::HalfOpen(format!(
-                            "half-open: the health check lost the server: {e}"
-                        )))
+                        return Poll::Ready(Verdict::HalfOpen(HalfOpen::Lost(e)))
                     }
                     Poll::Ready(Ok(())) => {
                         self.step = Some(Step::Closing {
@@ -299,19 +302,13 @@ fn judge(pid: i32, own_key: Option<i32>, failed: bool, row: Option<Seen>) -> Ver
     let row = row.and_then(|r| r.found.then_some((r.state, r.settled, r.sending)));
     match (failed, row) {
         (true, _) => Verdict::Unknown,
-        (false, None) => Verdict::HalfOpen(format!(
-            "half-open: the server no longer has this connection's backend (pid {pid})"
-        )),
-        (false, Some((Some(state), _, true))) if state == "active" => Verdict::HalfOpen(format!(
-            "half-open: the server's backend (pid {pid}) is blocked sending an answer that \
-             does not arrive"
-        )),
+        (false, None) => Verdict::HalfOpen(HalfOpen::Gone(pid)),
+        (false, Some((Some(state), _, true))) if state == "active" => {
+            Verdict::HalfOpen(HalfOpen::BlockedSending(pid))
+        }
         (false, Some((Some(state), _, false))) if state == "active" => Verdict::Alive,
         (false, Some((Some(state), true, _))) if state.starts_with("idle") => {
-            Verdict::HalfOpen(format!(
-                "half-open: the server's backend (pid {pid}) is {state} while statements \
-                 wait for its answer"
-            ))
+            Verdict::HalfOpen(HalfOpen::IdleWhileWaiting { pid, state })
         }
         // Idle only just now, NULL (not allowed to see it), "fastpath function call", ...
         (false, Some(_)) => Verdict::Unknown,
@@ -322,9 +319,7 @@ fn judge(pid: i32, own_key: Option<i32>, failed: bool, row: Option<Seen>) -> Ver
 /// silent connection; a failure to reach the server says the path to it is down.
 fn open_failed(e: Error) -> Verdict {
     match e {
-        Error::Io(e) => Verdict::HalfOpen(format!(
-            "half-open: a health check could not reach the server: {e}"
-        )),
+        Error::Io(e) => Verdict::HalfOpen(HalfOpen::Unreachable(e)),
         _ => Verdict::Unknown,
     }
 }
@@ -345,8 +340,14 @@ mod tests {
                 sending: false,
             })
         };
-        assert_eq!(judge(7, false, seen("active", true)), Verdict::Alive);
-        assert_eq!(judge(7, false, seen("active", false)), Verdict::Alive);
+        assert!(matches!(
+            judge(7, false, seen("active", true)),
+            Verdict::Alive
+        ));
+        assert!(matches!(
+            judge(7, false, seen("active", false)),
+            Verdict::Alive
+        ));
         let stuck = Seen {
             own_pid: Some(99),
             found: true,
@@ -355,7 +356,7 @@ mod tests {
             sending: true,
         };
         assert!(
-            matches!(judge(7, false, Some(stuck)), Verdict::HalfOpen(r) if r.contains("sending"))
+            matches!(judge(7, false, Some(stuck)), Verdict::HalfOpen(r) if r.to_string().contains("sending"))
         );
         for state in [
             "idle",
@@ -364,13 +365,18 @@ mod tests {
         ] {
             let v = judge(7, false, seen(state, true));
             assert!(
-                matches!(&v, Verdict::HalfOpen(r) if r.contains(state)),
+                matches!(&v, Verdict::HalfOpen(r) if r.to_string().contains(state)),
                 "{v:?}"
             );
             // Idle only just now: it may have answered a moment ago.
-            assert_eq!(judge(7, false, seen(state, false)), Verdict::Unknown);
+            assert!(matches!(
+                judge(7, false, seen(state, false)),
+                Verdict::Unknown
+            ));
         }
-        assert!(matches!(judge(7, false, None), Verdict::HalfOpen(r) if r.contains("pid 7")));
+        assert!(
+            matches!(judge(7, false, None), Verdict::HalfOpen(r) if r.to_string().contains("pid 7"))
+        );
         let gone = Seen {
             own_pid: Some(99),
             found: false,
@@ -379,7 +385,7 @@ mod tests {
             sending: false,
         };
         assert!(
-            matches!(judge(7, false, Some(gone)), Verdict::HalfOpen(r) if r.contains("no longer"))
+            matches!(judge(7, false, Some(gone)), Verdict::HalfOpen(r) if r.to_string().contains("no longer"))
         );
         // Through a pooler the check's backend is not the one its startup named.
         let pooled = Seen {
@@ -389,7 +395,7 @@ mod tests {
             settled: false,
             sending: false,
         };
-        assert_eq!(judge(7, false, Some(pooled)), Verdict::Pooled);
+        assert!(matches!(judge(7, false, Some(pooled)), Verdict::Pooled));
         // Not allowed to see the state, a refused query, a state that is neither.
         let hidden = Seen {
             own_pid: Some(99),
@@ -398,13 +404,13 @@ mod tests {
             settled: true,
             sending: false,
         };
-        assert_eq!(judge(7, false, Some(hidden)), Verdict::Unknown);
-        assert_eq!(judge(7, true, None), Verdict::Unknown);
-        assert_eq!(
+        assert!(matches!(judge(7, false, Some(hidden)), Verdict::Unknown));
+        assert!(matches!(judge(7, true, None), Verdict::Unknown));
+        assert!(matches!(
             judge(7, false, seen("fastpath function call", true)),
             Verdict::Unknown
-        );
-        assert_eq!(open_failed(Error::auth("no")), Verdict::Unknown);
+        ));
+        assert!(matches!(open_failed(Error::auth("no")), Verdict::Unknown));
         let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
         assert!(matches!(open_failed(Error::Io(io)), Verdict::HalfOpen(_)));
     }

@@ -1,6 +1,7 @@
 //! The runtime-neutral driver: per-connection shared state and the connection task.
 
 pub(crate) mod cancel;
+pub(crate) mod conn;
 pub(crate) mod health;
 pub(crate) mod open;
 pub(crate) mod shared;

@@ -12,6 +12,6 @@ pub mod startup;
 pub mod statements;
 pub(crate) mod timing;
 
-pub use pipeline::{Frame, Handler, Outcome, Part, Pipeline, ProtocolViolation, UnitKind};
+pub use pipeline::{Frame, Handler, Outcome, Part, Pipeline, UnitKind};
 pub use startup::{Binding, SessionInfo, Startup, Step};
 pub use statements::StatementCache;

@@ -11,7 +11,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 
@@ -96,7 +96,9 @@ pub(crate) struct Opening<R: Runtime> {
     failures: Vec<(String, Error)>,
     attempt: Attempt,
     state: State<R>,
-    deadline: R::Sleep,
+    /// The end of the attempt in progress: the owner wakes the task by then
+    /// ([`Opening::deadline`]).
+    deadline: Instant,
     rbuf: BytesMut,
     chunk: Box<[u8]>,
 }
@@ -145,10 +147,10 @@ impl<R: Runtime> Opening<R> {
             let err = match self.poll_attempt(cx, ep) {
                 Poll::Ready(Ok(done)) => return Poll::Ready(Ok(done)),
                 Poll::Ready(Err(e)) => e,
-                Poll::Pending => match Pin::new(&mut self.deadline).poll(cx) {
-                    Poll::Ready(_) => Failure::Fatal(timed_out(ep, self.server)),
-                    Poll::Pending => return Poll::Pending,
-                },
+                Poll::Pending if rt.now() >= self.deadline => {
+                    Failure::Fatal(timed_out(ep, self.server))
+                }
+                Poll::Pending => return Poll::Pending,
             };
             let e = match (err, ep.fallback(self.server, self.attempt)) {
                 (Failure::Refused(_), Some(next)) => {
@@ -176,6 +178,11 @@ impl<R: Runtime> Opening<R> {
             self.attempt = ep.first_attempt(server);
             self.restart(rt, ep);
         }
+    }
+
+    /// When the attempt in progress times out: poll again by then.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.deadline
     }
 
     /// A new attempt at `self.server`.
@@ -479,9 +486,9 @@ enum Failure {
 
 /// The end of one attempt. "No timeout" is a very long one: a year keeps every runtime's
 /// timer in range.
-fn deadline<R: Runtime>(rt: &R, ep: &Endpoint) -> R::Sleep {
+fn deadline<R: Runtime>(rt: &R, ep: &Endpoint) -> Instant {
     let limit = ep.connect_timeout.min(Duration::from_secs(365 * 24 * 3600));
-    rt.sleep_until(rt.now() + limit)
+    rt.now() + limit
 }
 
 fn timed_out(ep: &Endpoint, server: usize) -> Error {

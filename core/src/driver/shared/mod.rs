@@ -333,7 +333,7 @@ impl ConnShared {
                 next_statement: 0,
                 task_waker: None,
                 wake_pending: false,
-                status: Status::Dead("not connected yet".into()),
+                status: Status::Dead(Reason::from(crate::error::Fault::NotConnected)),
                 space_waiters: VecDeque::new(),
                 reserved: 0,
                 pooled: false,
@@ -412,7 +412,10 @@ impl ConnShared {
         }
         self.role.store(role as u8, Relaxed);
         self.exited_flag.store(false, Release);
-        self.set_status(&mut st, Status::Dead("opening".into()));
+        self.set_status(
+            &mut st,
+            Status::Dead(Reason::from(crate::error::Fault::Opening)),
+        );
         true
     }
 

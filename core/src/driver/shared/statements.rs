@@ -42,6 +42,24 @@ pub(crate) struct Statement {
 }
 
 impl Statement {
+    /// A read-only statement without parameters or columns, prepared as `name`, whose
+    /// executions were timed at `cost_ns` (unit tests of the connection's rules).
+    #[cfg(test)]
+    pub(crate) fn for_test(name: &str, sql: &str, cost_ns: u64) -> Arc<Statement> {
+        Arc::new(Statement {
+            name: name.to_owned(),
+            sql: sql.into(),
+            params: Vec::new(),
+            columns: Arc::from(Vec::new()),
+            unresolved: false,
+            resolved: OnceLock::new(),
+            live: AtomicBool::new(true),
+            cost_ns: Arc::new(AtomicU64::new(cost_ns)),
+            read_only: true,
+            last_failed: AtomicBool::new(false),
+        })
+    }
+
     /// The parameter types (complete once [`Statement::needs_types`] is false).
     pub(crate) fn params(&self) -> &[Type] {
         self.resolved.get().map_or(&self.params, |r| &r.0)

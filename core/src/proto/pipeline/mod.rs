@@ -194,10 +194,7 @@ pub trait Handler<T> {
     fn copy_in_ready(&mut self, _token: &T) {}
 }
 
-/// The server sent something the pipeline cannot account for. The connection must be closed.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{0}")]
-pub struct ProtocolViolation(pub String);
+pub use crate::error::fault::ProtocolViolation;
 
 struct InFlight<T> {
     token: T,

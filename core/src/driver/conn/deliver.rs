@@ -13,6 +13,7 @@ use crate::driver::shared::{
     ConnShared, Notification, PrepareError, QueryResult, Statement, Token, DEFAULT_COST_NS,
     NOTIFICATION_BACKLOG,
 };
+use crate::error::Fault;
 use crate::proto::coalesce::SYNC;
 use crate::proto::pipeline::Verb;
 use crate::proto::timing::Estimator;
@@ -97,10 +98,10 @@ const ROLE_PARAMETERS: [&str; 2] = ["in_hot_standby", "default_transaction_read_
 pub(super) struct Completer<'a> {
     pub(super) shared: &'a ConnShared,
     pub(super) wakes: &'a mut DeferredWakes,
-    pub(super) fatal: &'a mut Option<DbError>,
+    pub(super) fatal: &'a mut Option<Box<DbError>>,
     pub(super) session: &'a mut SessionInfo,
     pub(super) exclusive: bool,
-    pub(super) leaked: Option<String>,
+    pub(super) leaked: Option<Fault>,
     /// The server reported a change of its role (`in_hot_standby`, ...); the task checks it
     /// against `target_session_attrs`.
     pub(super) role_changed: bool,
@@ -214,7 +215,7 @@ impl Handler<Sent> for Completer<'_> {
         // the Sync. Sent again with a Sync of its own, so it cannot be skipped twice.
         let bytes = self.replay.split_to(sent.replay);
         if !self.resend {
-            let reason = Reason::from("the connection stopped sending (its server's role changed)");
+            let reason = Reason::from(Fault::StoppedSending);
             fail(
                 self.shared,
                 sent.token,
@@ -300,10 +301,7 @@ impl Handler<Sent> for Completer<'_> {
         // Backstop: a shared connection must be idle between units. A transaction left open
         // would capture other callers' statements.
         if status != b'I' && self.leaked.is_none() {
-            self.leaked = Some(format!(
-                "a unit left the shared connection in transaction state {:?}; connection taken out of service",
-                status as char
-            ));
+            self.leaked = Some(Fault::LeftInTransaction(status as char));
         }
     }
 
@@ -313,7 +311,7 @@ impl Handler<Sent> for Completer<'_> {
             Err(e) => {
                 // Too many names: the connection goes, as for any protocol violation.
                 if self.leaked.is_none() {
-                    self.leaked = Some(e.to_string());
+                    self.leaked = Some(Fault::TooManyParameters(e));
                 }
                 return;
             }
@@ -330,14 +328,12 @@ impl Handler<Sent> for Completer<'_> {
         }
         // Backstop: on a shared connection nothing may change session parameters.
         if changed && !self.exclusive && self.leaked.is_none() {
-            self.leaked = Some(format!(
-                "session parameter {name} changed on a shared connection; connection taken out of service"
-            ));
+            self.leaked = Some(Fault::ParameterChanged(name.to_owned()));
         }
     }
 
     fn fatal(&mut self, error: &DbError) {
-        *self.fatal = Some(error.clone());
+        *self.fatal = Some(Box::new(error.clone()));
     }
 
     fn notification(&mut self, pid: i32, channel: &str, payload: &str) {
