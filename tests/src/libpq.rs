@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use crate::{find_bin_dir, psql_in};
+use crate::binaries::psql_in;
+use crate::find_bin_dir;
 
 /// Where libpq would otherwise look for per-user files; never exists.
 const NO_USER_FILE: &str = "/nonexistent/pgpipe-tests/no-user-file";

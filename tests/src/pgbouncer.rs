@@ -10,10 +10,9 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::{
-    create_unique_dir, describe, free_port, is_root, run, run_with_stdin, send_signal,
-    spawn_watchdog, HarnessError, DATABASE, SUPERUSER,
-};
+use crate::process::{describe, is_root, run, run_with_stdin, send_signal, spawn_watchdog};
+use crate::scratch::{create_unique_dir, free_port};
+use crate::{HarnessError, DATABASE, SUPERUSER};
 
 /// How PgBouncer hands server connections to clients (`pool_mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,7 +181,7 @@ impl PgBouncer {
     }
 
     fn launch(&mut self) -> Result<(), HarnessError> {
-        let mut cmd = crate::command_as_postgres(&self.bin, self.as_root);
+        let mut cmd = crate::process::command_as_postgres(&self.bin, self.as_root);
         cmd.arg(self.dir.join("pgbouncer.ini"))
             .current_dir(&self.dir)
             .stdin(Stdio::null())

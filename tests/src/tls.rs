@@ -272,9 +272,11 @@ fn write_file(path: &Path, contents: &str, mode: u32) -> Result<(), HarnessError
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quoting::conninfo_quote;
+    use crate::scratch::create_unique_dir;
     use crate::{
-        conninfo_quote, create_unique_dir, libpq_connects, psql_with, shared, Cluster, NOSSL_USER,
-        SCRAM_PASSWORD, SCRAM_USER, TLS_SCRAM_PASSWORD, TLS_SCRAM_USER,
+        libpq_connects, psql_with, shared, Cluster, NOSSL_USER, SCRAM_PASSWORD, SCRAM_USER,
+        TLS_SCRAM_PASSWORD, TLS_SCRAM_USER,
     };
     use std::time::Instant;
 
@@ -381,7 +383,7 @@ mod tests {
     }
 
     fn percent_encoded(path: &Path) -> String {
-        let text = crate::percent_encode(&path.to_string_lossy());
+        let text = crate::quoting::percent_encode(&path.to_string_lossy());
         assert!(text.starts_with("%2F") && !text.contains('/'), "{text}");
         text
     }

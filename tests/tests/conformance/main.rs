@@ -11,16 +11,19 @@
 //! creates on the server (tables, functions, channels, application names, advisory-lock keys)
 //! carries [`Harness::name`].
 
+mod backpressure;
 mod coalescing;
 mod connecting;
 mod copy;
 mod extensions;
 mod faults;
 mod foundation;
+mod giving_up;
 mod hostile;
 mod pooler;
 mod reconnect;
 mod reset;
+mod routing;
 mod runtime;
 mod service;
 mod stream;
@@ -442,18 +445,18 @@ suite! {
         service::errors_and_drops_roll_back_and_the_connection_comes_back_clean: 60,
         service::a_checkout_that_would_wait_for_itself_is_refused: 30,
         service::listen_delivers_notifications_to_the_session: 30,
-        service::a_slow_query_does_not_stall_callers_routed_elsewhere: 60,
-        service::fast_units_are_not_routed_behind_a_known_slow_one: 60,
-        service::slow_statements_get_lanes_that_retire_when_idle: 60,
-        service::slow_statements_spill_to_the_base_when_every_lane_has_a_queue: 60,
-        service::fast_units_wait_while_every_lane_has_a_queue: 60,
-        service::work_bound_connections_cap_in_flight_work_and_grow: 60,
-        service::a_server_at_its_connection_limit_still_runs_slow_statements: 60,
-        service::a_full_mailbox_makes_callers_wait_instead_of_growing: 60,
-        service::abort_fails_everything_at_once: 30,
-        service::commit_with_unknown_outcome_is_indeterminate_commit: 60,
-        service::abandoned_session_work_is_cancelled_within_a_bound: 60,
-        service::timeouts_free_resources: 60,
+        routing::a_slow_query_does_not_stall_callers_routed_elsewhere: 60,
+        routing::fast_units_are_not_routed_behind_a_known_slow_one: 60,
+        routing::slow_statements_get_lanes_that_retire_when_idle: 60,
+        routing::slow_statements_spill_to_the_base_when_every_lane_has_a_queue: 60,
+        routing::fast_units_wait_while_every_lane_has_a_queue: 60,
+        backpressure::work_bound_connections_cap_in_flight_work_and_grow: 60,
+        routing::a_server_at_its_connection_limit_still_runs_slow_statements: 60,
+        backpressure::a_full_mailbox_makes_callers_wait_instead_of_growing: 60,
+        giving_up::abort_fails_everything_at_once: 30,
+        giving_up::commit_with_unknown_outcome_is_indeterminate_commit: 60,
+        giving_up::abandoned_session_work_is_cancelled_within_a_bound: 60,
+        giving_up::timeouts_free_resources: 60,
         service::release_keeps_cached_statements_and_nothing_else: 60,
         reset::release_rolls_back_only_open_transactions: 60,
         transactions::a_transaction_of_n_statements_takes_n_round_trips: 60,
