@@ -8,6 +8,7 @@ pub mod encode;
 pub mod frame;
 pub mod pipeline;
 pub mod role;
+pub(crate) mod scram;
 pub mod startup;
 pub mod statements;
 pub(crate) mod timing;

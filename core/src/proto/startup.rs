@@ -3,7 +3,9 @@
 
 use bytes::BytesMut;
 use postgres_protocol::authentication::md5_hash;
-use postgres_protocol::authentication::sasl::{self, ChannelBinding, ScramSha256};
+use postgres_protocol::authentication::sasl;
+
+use super::scram::{self, Binding as ScramBinding, Scram};
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 
@@ -87,7 +89,7 @@ pub enum Step {
 pub struct Startup {
     user: String,
     password: Option<String>,
-    scram: Option<ScramSha256>,
+    scram: Option<Scram>,
     binding: Binding,
     /// SCRAM-SHA-256-PLUS was used, so `channel_binding=require` is met.
     bound: bool,
@@ -227,10 +229,9 @@ impl Startup {
                     _ => self.binding.end_point.clone(),
                 };
                 let (mechanism, binding) = match end_point {
-                    Some(data) if has_plus => (
-                        sasl::SCRAM_SHA_256_PLUS,
-                        ChannelBinding::tls_server_end_point(data),
-                    ),
+                    Some(data) if has_plus => {
+                        (sasl::SCRAM_SHA_256_PLUS, ScramBinding::EndPoint(data))
+                    }
                     _ if self.binding.mode == BindingMode::Require => {
                         return Err(Error::auth(
                             "channel_binding=require, but SCRAM-SHA-256-PLUS is not possible \
@@ -240,8 +241,8 @@ impl Startup {
                     }
                     // We could bind but the server did not offer it: say so ('y'), so a
                     // server that did offer it can detect a downgrade.
-                    Some(_) if has_scram => (sasl::SCRAM_SHA_256, ChannelBinding::unrequested()),
-                    _ if has_scram => (sasl::SCRAM_SHA_256, ChannelBinding::unsupported()),
+                    Some(_) if has_scram => (sasl::SCRAM_SHA_256, ScramBinding::NotOffered),
+                    _ if has_scram => (sasl::SCRAM_SHA_256, ScramBinding::Without),
                     _ => {
                         return Err(Error::auth(
                             "the server offers no SASL mechanism pgpipe supports",
@@ -249,7 +250,9 @@ impl Startup {
                     }
                 };
                 self.bound = mechanism == sasl::SCRAM_SHA_256_PLUS;
-                let scram = ScramSha256::new(self.password()?, binding);
+                let nonce = scram::nonce().map_err(Error::Io)?;
+                // PostgreSQL takes the user from the startup message, not from SCRAM.
+                let scram = Scram::new("", self.password()?, binding, nonce);
                 frontend::sasl_initial_response(mechanism, scram.message(), out).map_err(enc)?;
                 self.scram = Some(scram);
             }
