@@ -7,15 +7,77 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::{ConnTask, Phase};
-use crate::driver::open::Opened;
+use crate::driver::open::{Opened, Opening};
 use crate::driver::shared::Status;
 use crate::error::Fault;
 use crate::proto::SessionInfo;
 use crate::rt::Runtime;
-use crate::sched::lock;
+use crate::sched::{lock, TickGuard};
 use crate::{Error, Reason};
 
 impl<R: Runtime> ConnTask<R> {
+    /// Drives the connection through its phases: opening, serving (one tick per poll),
+    /// backing off, done.
+    pub(super) fn step(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            match &mut self.phase {
+                Phase::Done => return Poll::Ready(()),
+                Phase::Running => {
+                    let r = {
+                        let _guard = TickGuard::enter();
+                        self.tick(cx)
+                    };
+                    if r.is_ready() || matches!(self.phase, Phase::Running) {
+                        return r;
+                    }
+                    // The connection died and is backing off: poll its timer so it fires.
+                }
+                Phase::Backoff(until) => {
+                    let until = *until;
+                    if self.closing(cx) {
+                        return self.finish(Status::Closed);
+                    }
+                    if self.rt.now() < until {
+                        // A timer armed earlier that fires only re-arms it.
+                        if !self.arm(cx, Some(until)) {
+                            return Poll::Pending;
+                        }
+                        continue;
+                    }
+                    self.phase = Phase::Opening(Box::new(Opening::new(
+                        &self.rt,
+                        &self.cfg,
+                        self.conn.exclusive(),
+                    )));
+                }
+                Phase::Opening(_) => {
+                    if self.opened.is_none() && self.closing(cx) {
+                        return self.finish(Status::Closed);
+                    }
+                    match self.poll_open(cx) {
+                        Poll::Ready(Ok(())) => self.opened_ok(),
+                        Poll::Ready(Err(e)) => {
+                            if self.open_failed(e).is_ready() {
+                                return Poll::Ready(());
+                            }
+                        }
+                        Poll::Pending => {
+                            let deadline = match &self.phase {
+                                Phase::Opening(o) => Some(o.deadline()),
+                                _ => None,
+                            };
+                            if self.arm(cx, deadline) {
+                                // The attempt's time is up: poll it to say so.
+                                continue;
+                            }
+                            return Poll::Pending;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// Polls the opening phase. `Ready(Ok)` once the connection is serving.
     pub(super) fn poll_open(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         let Phase::Opening(opening) = &mut self.phase else {

@@ -16,17 +16,18 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use crate::driver::cancel::Cancel;
-use crate::driver::conn::{Conn, Due};
+use crate::driver::conn::Conn;
 use crate::driver::health::Probe;
 use crate::driver::open::{Endpoint, Opening};
-use crate::driver::shared::{ConnShared, Status};
+use crate::driver::shared::ConnShared;
 use crate::driver::transport::{Transport, MAX_RECORD};
 use crate::error::Fault;
 use crate::proto::timing::Backoff;
 use crate::rt::Runtime;
-use crate::sched::{lock, TickGuard, Waiter};
+use crate::sched::{lock, Waiter};
 use crate::{Error, Reason};
 
+mod beside;
 mod lifecycle;
 
 /// Bytes read per tick before yielding to the executor, so one busy connection cannot starve it.
@@ -161,91 +162,6 @@ impl<R: Runtime> ConnTask<R> {
         Poll::Pending
     }
 
-    /// Arms the one timer for the earliest deadline and acts on what is due. `Ok(true)`: the
-    /// connection retired and should close.
-    fn poll_timer(&mut self, cx: &mut Context<'_>) -> Result<bool, Fault> {
-        loop {
-            let probe = self.probe.as_ref().map(|p| p.deadline());
-            let next = [self.conn.poll_timeout(), probe]
-                .into_iter()
-                .flatten()
-                .min();
-            if !self.arm(cx, next) {
-                return Ok(false);
-            }
-            // A check past its own bound ends with its verdict.
-            self.drive_probe(cx)?;
-            match self.conn.handle_timeout(self.rt.now())? {
-                None => {}
-                Some(Due::Retire) => return Ok(true),
-                Some(Due::Probe { pid, settled }) => {
-                    let probe = Probe::start(&self.rt, &self.cfg, self.conn.server(), pid, settled);
-                    self.probe = Some(Box::new(probe));
-                    self.drive_probe(cx)?;
-                }
-            }
-        }
-    }
-
-    /// Keeps the timer armed for `next` (a timer armed for later is moved earlier; one armed
-    /// for earlier is kept, and re-armed when it fires early). `true`: it fired.
-    fn arm(&mut self, cx: &mut Context<'_>, next: Option<Instant>) -> bool {
-        match (&self.timer, next) {
-            (None, None) => return false,
-            (Some((at, _)), Some(next)) if next < *at => self.timer = None,
-            _ => {}
-        }
-        if let (None, Some(next)) = (&self.timer, next) {
-            self.timer = Some((next, self.rt.sleep_until(next)));
-        }
-        let Some((_, sleep)) = &mut self.timer else {
-            return false;
-        };
-        if Pin::new(sleep).poll(cx).is_pending() {
-            return false;
-        }
-        self.timer = None;
-        true
-    }
-
-    /// Drives the health check in progress to its verdict.
-    fn drive_probe(&mut self, cx: &mut Context<'_>) -> Result<(), Fault> {
-        let Some(probe) = self.probe.as_mut() else {
-            return Ok(());
-        };
-        let Poll::Ready(verdict) = probe.poll(cx, &self.rt, &self.cfg) else {
-            return Ok(());
-        };
-        self.probe = None;
-        self.conn.verdict(verdict, self.rt.now())
-    }
-
-    /// Exclusive connections: sends the cancel the connection asks for, and drives it to the
-    /// server's acknowledgement (see `driver/cancel.rs`).
-    fn drive_cancel(&mut self, cx: &mut Context<'_>) {
-        let rt = &self.rt;
-        if let Some(key) = self.conn.cancel_due(|| rt.now()) {
-            let target = &self.cfg.servers[self.conn.server()].target;
-            self.cancel = Cancel::start(&self.rt, target, key, &self.cfg.cancels);
-            if self.cancel.is_some() {
-                self.conn.cancel_sent();
-                crate::observe::cancel_sent();
-            }
-        }
-        // Finished before the request went out: no need to send it. Once sent, it is driven
-        // to the server's acknowledgement whatever the work does (the pump holds the queue
-        // meanwhile).
-        let over = match &mut self.cancel {
-            None => return,
-            Some(c) if self.conn.cancel_moot() && !c.sent() => true,
-            Some(c) => c.poll(cx).is_ready(),
-        };
-        if over {
-            self.cancel = None;
-            self.conn.cancel_over();
-        }
-    }
-
     /// The socket reached its end (`None`: EOF) or failed. What was read before it still
     /// completes its units: a server that answers and then closes (a FATAL after the last
     /// ReadyForQuery) must not turn finished units into `Indeterminate` ones.
@@ -288,66 +204,6 @@ impl<R: Runtime> ConnTask<R> {
             c.bytes_in.fetch_add(total as u64, Relaxed);
         }
         result.map(|more| (more, total > 0))
-    }
-
-    fn step(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        loop {
-            match &mut self.phase {
-                Phase::Done => return Poll::Ready(()),
-                Phase::Running => {
-                    let r = {
-                        let _guard = TickGuard::enter();
-                        self.tick(cx)
-                    };
-                    if r.is_ready() || matches!(self.phase, Phase::Running) {
-                        return r;
-                    }
-                    // The connection died and is backing off: poll its timer so it fires.
-                }
-                Phase::Backoff(until) => {
-                    let until = *until;
-                    if self.closing(cx) {
-                        return self.finish(Status::Closed);
-                    }
-                    if self.rt.now() < until {
-                        // A timer armed earlier that fires only re-arms it.
-                        if !self.arm(cx, Some(until)) {
-                            return Poll::Pending;
-                        }
-                        continue;
-                    }
-                    self.phase = Phase::Opening(Box::new(Opening::new(
-                        &self.rt,
-                        &self.cfg,
-                        self.conn.exclusive(),
-                    )));
-                }
-                Phase::Opening(_) => {
-                    if self.opened.is_none() && self.closing(cx) {
-                        return self.finish(Status::Closed);
-                    }
-                    match self.poll_open(cx) {
-                        Poll::Ready(Ok(())) => self.opened_ok(),
-                        Poll::Ready(Err(e)) => {
-                            if self.open_failed(e).is_ready() {
-                                return Poll::Ready(());
-                            }
-                        }
-                        Poll::Pending => {
-                            let deadline = match &self.phase {
-                                Phase::Opening(o) => Some(o.deadline()),
-                                _ => None,
-                            };
-                            if self.arm(cx, deadline) {
-                                // The attempt's time is up: poll it to say so.
-                                continue;
-                            }
-                            return Poll::Pending;
-                        }
-                    }
-                }
-            }
-        }
     }
 
     fn write(&mut self, cx: &mut Context<'_>) -> Result<(), Fault> {
