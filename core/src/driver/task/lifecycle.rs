@@ -155,6 +155,8 @@ impl<R: Runtime> ConnTask<R> {
     /// The connection is ready: serve.
     pub(super) fn opened_ok(&mut self) {
         self.backoff.reset();
+        // The opening's deadline is moot: a serving connection's come from its rules.
+        self.timer = None;
         match self.opened.take() {
             Some(w) => w.unblock(Ok(()), &mut self.conn.wakes),
             None => {
