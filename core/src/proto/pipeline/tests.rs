@@ -1,5 +1,8 @@
 //! The pipeline's deterministic tests: every message split, every outcome, in order.
 
+use bytes::BytesMut;
+
+use super::fields::affected_rows;
 use super::*;
 
 /// Backend messages, encoded as the server would send them.
