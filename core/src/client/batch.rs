@@ -13,7 +13,8 @@ use std::time::Instant;
 
 use postgres_types::ToSql;
 
-use super::{is_stale, wait, Client};
+use super::run::{is_stale, wait};
+use super::Client;
 use crate::driver::shared::{ConnShared, QueryResult, Statement};
 use crate::rt::{with_deadline, Runtime};
 use crate::{Error, Row};

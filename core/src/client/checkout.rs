@@ -17,7 +17,7 @@ use crate::Error;
 impl<R: Adapter> Client<R> {
     /// An exclusive connection for the caller (see `Client::session`, in `session.rs`): an
     /// idle one once its handover is done, or a new one while the budget allows, in arrival
-    /// order (`exclusive.rs`).
+    /// order (`exclusive/mod.rs`).
     pub(crate) async fn checkout(&self, for_tx: bool) -> Result<Held, Error> {
         let me = futures_lite::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
         let pinned = &self.inner.pinned;

@@ -1,6 +1,7 @@
 //! SQLSTATE codes. The named constants and the condition names are generated from PostgreSQL's
-//! own error-code table (`errcodes.txt`) into `sqlstate_table.rs`; a unit test regenerates them
-//! and fails when the checked-in table differs from the server's.
+//! own error-code table (`errcodes.txt`) into `sqlstate_consts.rs` (one constant per code) and
+//! `sqlstate_names.rs` (the sorted tables of condition names and class titles); a unit test
+//! regenerates them and fails when a checked-in file differs from what the server's table gives.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -90,7 +91,8 @@ impl PartialEq<&str> for SqlState {
     }
 }
 
-include!("sqlstate_table.rs");
+include!("sqlstate_consts.rs");
+include!("sqlstate_names.rs");
 
 #[cfg(test)]
 mod tests {
@@ -126,30 +128,38 @@ mod tests {
         assert!(CODES.len() >= 260, "{}", CODES.len());
     }
 
-    /// The checked-in table is exactly what PostgreSQL's `errcodes.txt` generates. Where the
-    /// server's table is installed (always in CI, which installs PostgreSQL 15) it must match;
-    /// `PGPIPE_BLESS=1` rewrites `sqlstate_table.rs` from it.
+    /// The checked-in tables are exactly what PostgreSQL's `errcodes.txt` generates. Where the
+    /// server's table is installed (always in CI, which installs PostgreSQL 15) they must match;
+    /// `PGPIPE_BLESS=1` rewrites `sqlstate_consts.rs` and `sqlstate_names.rs` from it.
     #[test]
     fn sqlstate_table_is_postgresqls() {
         let Ok(source) = std::fs::read_to_string(ERRCODES) else {
             eprintln!("note: {ERRCODES} not found (package postgresql-15); table not compared");
             return;
         };
-        let generated = generate(&source);
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/error/sqlstate_table.rs");
-        if std::env::var_os("PGPIPE_BLESS").is_some() {
-            std::fs::write(path, &generated).expect("write sqlstate_table.rs");
-        }
-        let checked_in = include_str!("sqlstate_table.rs");
-        assert!(
-            generated == checked_in,
-            "sqlstate_table.rs differs from {ERRCODES}: rerun this test with PGPIPE_BLESS=1"
+        let (consts, names) = generate(&source);
+        let check = |file: &str, generated: String, checked_in: &str| {
+            if std::env::var_os("PGPIPE_BLESS").is_some() {
+                let path = format!("{}/src/error/{file}", env!("CARGO_MANIFEST_DIR"));
+                std::fs::write(path, &generated).expect("write the generated table");
+            }
+            assert!(
+                generated == checked_in,
+                "{file} differs from {ERRCODES}: rerun this test with PGPIPE_BLESS=1"
+            );
+        };
+        let (consts_rs, names_rs) = (
+            include_str!("sqlstate_consts.rs"),
+            include_str!("sqlstate_names.rs"),
         );
+        check("sqlstate_consts.rs", consts, consts_rs);
+        check("sqlstate_names.rs", names, names_rs);
     }
 
-    /// Renders `errcodes.txt` as Rust: one constant per code (and per alias), the sorted
-    /// `(code, condition name)` table and the sorted `(class, title)` table.
-    fn generate(source: &str) -> String {
+    /// Renders `errcodes.txt` as Rust: one constant per code (and per alias), for
+    /// `sqlstate_consts.rs`; the sorted `(code, condition name)` table and the sorted
+    /// `(class, title)` table, for `sqlstate_names.rs`.
+    fn generate(source: &str) -> (String, String) {
         struct Line<'a> {
             code: &'a str,
             mac: &'a str,
@@ -202,10 +212,11 @@ mod tests {
         codes.dedup_by(|a, b| a.0 == b.0);
         classes.sort();
 
-        let mut out = String::from(
-            "// Generated from PostgreSQL 15's errcodes.txt by the unit test\n\
-             // `sqlstate_table_is_postgresqls` (run it with PGPIPE_BLESS=1); do not edit.\n\n\
-             impl SqlState {\n",
+        let header = "// Generated from PostgreSQL 15's errcodes.txt by the unit test\n\
+                      // `sqlstate_table_is_postgresqls` (run it with PGPIPE_BLESS=1); do not edit.\n";
+        let mut out = format!(
+            "{header}// The named constants: one per SQLSTATE code (and per alias).\n\n\
+             impl SqlState {{\n"
         );
         for (name, code, condition) in &consts {
             let class = &code[..2];
@@ -218,17 +229,21 @@ mod tests {
                  pub const {name}: SqlState = SqlState(Cow::Borrowed(\"{code}\"));\n"
             );
         }
-        out += "}\n\n/// Every code with its condition name, sorted by code.\n\
-                static CODES: &[(&str, &str)] = &[\n";
+        out += "}\n";
+        let mut lookup = format!(
+            "{header}// The lookup tables: condition names by code, class titles by class.\n\n\
+             /// Every code with its condition name, sorted by code.\n\
+             static CODES: &[(&str, &str)] = &[\n"
+        );
         for (code, condition) in &codes {
-            out += &format!("    (\"{code}\", \"{condition}\"),\n");
+            lookup += &format!("    (\"{code}\", \"{condition}\"),\n");
         }
-        out += "];\n\n/// Every class with its title, sorted by class.\n\
-                static CLASSES: &[(&str, &str)] = &[\n";
+        lookup += "];\n\n/// Every class with its title, sorted by class.\n\
+                  static CLASSES: &[(&str, &str)] = &[\n";
         for (class, title) in &classes {
-            out += &format!("    (\"{class}\", \"{title}\"),\n");
+            lookup += &format!("    (\"{class}\", \"{title}\"),\n");
         }
-        out += "];\n";
-        out
+        lookup += "];\n";
+        (out, lookup)
     }
 }

@@ -13,9 +13,10 @@
 //!   Lanes never take the reserve. An idle exclusive connection closes after `idle_timeout`.
 //! - **Released exactly.** What a release sends is decided from the server's own answer, the
 //!   transaction status of the last ReadyForQuery, once every unit of the holder has been
-//!   answered: `ROLLBACK` only if a transaction is open, and the session [`RESET`] only if the
-//!   holder ran something that could change session state ([`Handover`]). A connection whose
-//!   holder left units outstanding gets a bare Sync first, whose answer says the status.
+//!   answered: `ROLLBACK` only if a transaction is open, and the session
+//!   [`RESET`](handover::RESET) only if the holder ran something that could change session
+//!   state ([`Handover`]). A connection whose holder left units outstanding gets a bare Sync
+//!   first, whose answer says the status.
 //! - **Handed on with the COMMIT.** A transaction whose last statement carries its COMMIT
 //!   releases the connection as soon as that unit is queued: the next transaction's first
 //!   unit follows it in the same pipeline instead of waiting a round trip for its answer.
@@ -30,10 +31,16 @@ use std::sync::{Arc, Mutex};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-use crate::driver::shared::{ConnShared, Framing, QueryWaiter};
+use crate::driver::shared::ConnShared;
 use crate::sched::{lock, DeferredWakes, Waiter};
 use crate::stats::ExclusiveCounters;
 use crate::Error;
+
+use handover::{released, Handover};
+
+mod handover;
+
+pub(crate) use handover::finish_handover;
 
 /// The pool of exclusive connections.
 pub(crate) struct Pinned {
@@ -101,21 +108,6 @@ pub(crate) enum Grant {
 }
 
 type Ticket = Waiter<Grant>;
-
-/// What the next holder of a released connection must see done before using it.
-#[derive(Default)]
-pub(crate) struct Handover {
-    /// Units queued at release whose success comes first (a reset, a status probe): any
-    /// failure means the connection is replaced.
-    wait: Vec<Arc<QueryWaiter>>,
-    /// `wait` ends with a status probe; once it is answered, the rest of the release is
-    /// decided from the status it reports.
-    probe: bool,
-    /// The holder may have changed session state: reset before reuse.
-    changed: bool,
-    /// Handed on with the previous holder's last unit (its COMMIT) still unanswered.
-    early: bool,
-}
 
 impl Pinned {
     pub(crate) fn new(
@@ -490,125 +482,6 @@ impl Drop for Place<'_> {
         wakes.wake_all();
     }
 }
-
-/// Queues what a released connection needs before reuse, from what the server said (see the
-/// module docs). `None`: it could not queue anything (the connection is going away).
-fn released(
-    conn: &ConnShared,
-    always_reset: bool,
-    n: &ExclusiveCounters,
-    wakes: &mut DeferredWakes,
-) -> Option<Handover> {
-    let changed = conn.session_changed.swap(false, Relaxed) || always_reset;
-    match conn.settled_tx_status() {
-        Some(status) => after_status(conn, status, changed, n, wakes),
-        None => {
-            n.inc(&n.status_probes);
-            Some(Handover {
-                wait: vec![conn.queue_status(wakes).ok()?],
-                probe: true,
-                changed,
-                early: false,
-            })
-        }
-    }
-}
-
-/// The release once the transaction status is known: `ROLLBACK` if a transaction is open
-/// (not awaited: in a transaction it fails only with the connection, which the next holder
-/// would see anyway), then the reset if the session may have changed (awaited: a reset that
-/// fails leaves state behind, and the connection is replaced).
-fn after_status(
-    conn: &ConnShared,
-    status: u8,
-    changed: bool,
-    n: &ExclusiveCounters,
-    wakes: &mut DeferredWakes,
-) -> Option<Handover> {
-    let none = Framing::NONE;
-    if status != b'I' {
-        n.inc(&n.rollbacks);
-        conn.queue_simple("ROLLBACK", &none, wakes).ok()?;
-    }
-    let mut wait = Vec::new();
-    if changed {
-        n.inc(&n.resets);
-        wait.push(conn.queue_simple(RESET, &none, wakes).ok()?.0);
-    }
-    Some(Handover {
-        wait,
-        ..Handover::default()
-    })
-}
-
-/// Completes a handover for its next holder, a transaction (`for_tx`) or a session: `None`
-/// if the connection must be replaced, else whether the holder got it early (its first unit
-/// may find the previous holder's transaction failed, see the module docs).
-pub(crate) async fn finish_handover(
-    conn: &ConnShared,
-    mut h: Handover,
-    for_tx: bool,
-    n: &ExclusiveCounters,
-) -> Option<bool> {
-    // No lock is held here: the task's wakeups go out as each unit is queued.
-    let after = |status, changed| {
-        let mut wakes = DeferredWakes::default();
-        let r = after_status(conn, status, changed, n, &mut wakes);
-        wakes.wake_all();
-        r
-    };
-    if h.early {
-        match conn.settled_tx_status() {
-            // Answered meanwhile: the status is known.
-            Some(status) => h = after(status, h.changed)?,
-            None if for_tx => return Some(true),
-            None => {
-                n.inc(&n.status_probes);
-                h = Handover {
-                    wait: vec![conn.submit_status_now().ok()?],
-                    probe: true,
-                    ..h
-                };
-            }
-        }
-    }
-    loop {
-        let reset = !h.wait.is_empty() && !h.probe;
-        for w in h.wait.drain(..) {
-            futures_lite::future::poll_fn(|cx| w.poll_block(cx))
-                .await
-                .ok()?;
-        }
-        if reset {
-            // The reset's own parameter reports do not count as the next holder's changes.
-            conn.session_changed.store(false, Relaxed);
-        }
-        if !h.probe {
-            return Some(false);
-        }
-        // Parameters the outstanding units changed were reported before the probe's answer.
-        let changed = h.changed || conn.session_changed.swap(false, Relaxed);
-        h = match conn.settled_tx_status() {
-            Some(status) => after(status, changed)?,
-            None => Handover {
-                wait: vec![conn.submit_status_now().ok()?],
-                changed,
-                ..h
-            },
-        };
-    }
-}
-
-/// `DISCARD ALL` without `DEALLOCATE ALL`: the connection's own prepared statements (protocol
-/// level, `from_sql` false) stay, so the next holder does not prepare them again; statements a
-/// holder prepared with SQL `PREPARE` are deallocated. One simple query, one round trip.
-pub(crate) const RESET: &str =
-    "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; \
-    SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES; DISCARD PLANS; \
-    DO $pgpipe_reset$ DECLARE s text; BEGIN \
-    FOR s IN SELECT name FROM pg_catalog.pg_prepared_statements WHERE from_sql LOOP \
-    EXECUTE format('DEALLOCATE %I', s); END LOOP; END $pgpipe_reset$";
-
 /// A checked-out exclusive connection; returned to the pool when dropped (or, for a
 /// transaction, once its last unit is queued: [`Held::release_with_commit`]).
 pub(crate) struct Held {

@@ -1,0 +1,393 @@
+//! The drain: [`Pipeline::drain`] takes each whole backend message from the buffer and
+//! dispatches it to the unit at the head of the FIFO (rows, completions, errors, the
+//! ReadyForQuery that ends a unit and any units it skipped), and works out each finished unit's
+//! [`Outcome`] and which statement of it failed ([`Part`]).
+
+use std::sync::Arc;
+
+use bytes::{Buf, BytesMut};
+use fallible_iterator::FallibleIterator;
+use postgres_protocol::message::backend::Message;
+
+use super::fields::{affected_rows, parse_error_fields, type_for_oid};
+use super::{Handler, InFlight, Outcome, Part, Pipeline, ProtocolViolation, UnitKind, Verb};
+use crate::row::{Column, Row};
+
+fn no_columns() -> Arc<[Column]> {
+    Arc::from(Vec::new())
+}
+
+impl<T> Pipeline<T> {
+    /// Consumes every complete message in `buf`, leaving a partial trailing message in place.
+    /// Returns the number of units completed.
+    pub fn drain(
+        &mut self,
+        buf: &mut BytesMut,
+        handler: &mut impl Handler<T>,
+    ) -> Result<usize, ProtocolViolation> {
+        let mut done = 0;
+        self.paused = false;
+        loop {
+            let Some(total) = crate::proto::frame::frame_len(buf, self.max_message)
+                .map_err(|e| ProtocolViolation(e.to_string()))?
+            else {
+                return Ok(done);
+            };
+            let (tag, len) = (buf[0], total - 1);
+            if buf.len() < total {
+                crate::proto::frame::reserve_for(buf, total);
+                return Ok(done);
+            }
+            if matches!(tag, b'D' | b'T')
+                && matches!(self.fifo.front().map(|u| &u.kind), Some(UnitKind::Simple))
+            {
+                // Simple-protocol rows are text-format and unused: skip without parsing.
+                buf.advance(total);
+                continue;
+            }
+            // Most frequent first: rows, then the per-unit bookkeeping messages.
+            match tag {
+                b'D' => {
+                    let head = self.head(tag)?;
+                    if matches!(head.kind, UnitKind::Stream(_)) && head.error.is_none() {
+                        if !handler.has_room(&head.token) {
+                            self.paused = true;
+                            return Ok(done);
+                        }
+                        let row = stream_row(head, buf, total)?;
+                        handler.stream_row(&head.token, row);
+                        continue;
+                    }
+                    let columns = head.columns.clone().ok_or_else(|| {
+                        ProtocolViolation("DataRow before a row description".into())
+                    })?;
+                    let mut body = buf.split_to(total).freeze();
+                    body.advance(5);
+                    if head.error.is_none() {
+                        let row = Row::new(columns, body).ok_or_else(|| {
+                            ProtocolViolation(
+                                "DataRow column count differs from its description".into(),
+                            )
+                        })?;
+                        head.rows.push(row);
+                    }
+                }
+                b'd' => {
+                    let head = self.head(tag)?;
+                    if !matches!(head.kind, UnitKind::CopyOut) {
+                        return Err(ProtocolViolation(
+                            "CopyData outside a COPY TO STDOUT".into(),
+                        ));
+                    }
+                    if !handler.has_room(&head.token) {
+                        self.paused = true;
+                        return Ok(done);
+                    }
+                    let mut body = buf.split_to(total).freeze();
+                    body.advance(5);
+                    handler.copy_data(&head.token, body);
+                }
+                b'H' | b'G' | b'W' => {
+                    let head = self.head(tag)?;
+                    match (tag, &head.kind) {
+                        (b'H', UnitKind::CopyOut) => {}
+                        (b'G', UnitKind::CopyIn) => handler.copy_in_ready(&head.token),
+                        _ => {
+                            return Err(ProtocolViolation(
+                                "the server started a COPY this statement cannot carry: use \
+                                 copy_in() or copy_out() of a session or transaction"
+                                    .into(),
+                            ))
+                        }
+                    }
+                    buf.advance(total);
+                }
+                b'c' => {
+                    self.head(tag)?;
+                    buf.advance(total);
+                }
+                b'2' | b'1' | b'3' | b'n' => {
+                    let head = self.head(tag)?;
+                    if tag == b'n' && matches!(head.kind, UnitKind::Prepare | UnitKind::Typed) {
+                        head.columns = Some(no_columns());
+                    }
+                    buf.advance(total);
+                }
+                b'C' => {
+                    let head = self.head(tag)?;
+                    let tag = &buf[5..total];
+                    head.verb = Verb::from_tag(tag);
+                    if head.plain() {
+                        head.affected = affected_rows(tag);
+                    } else {
+                        statement_done(head, affected_rows(tag), handler);
+                    }
+                    buf.advance(total);
+                    if !head.synced {
+                        done += self.complete_joined(handler);
+                    }
+                }
+                b'I' => {
+                    let head = self.head(tag)?;
+                    buf.advance(total);
+                    if !head.plain() {
+                        statement_done(head, 0, handler);
+                    }
+                    if !head.synced {
+                        done += self.complete_joined(handler);
+                    }
+                }
+                b'Z' => {
+                    if len != 5 {
+                        return Err(ProtocolViolation("ReadyForQuery of wrong length".into()));
+                    }
+                    let status = buf[5];
+                    buf.advance(total);
+                    let unit = self.fifo.pop_front().ok_or_else(|| {
+                        ProtocolViolation("ReadyForQuery with no unit in flight".into())
+                    })?;
+                    self.ready_seen += 1;
+                    done += 1;
+                    handler.ready(status);
+                    // A unit that shared its Sync reaches a ReadyForQuery only by failing: the
+                    // server skipped the rest of its segment.
+                    let broke_segment = !unit.synced;
+                    // A violation leaves the unit in the FIFO, so `take_all` fails it with the
+                    // connection rather than dropping it unanswered.
+                    if broke_segment && unit.error.is_none() {
+                        self.fifo.push_front(unit);
+                        return Err(ProtocolViolation(
+                            "ReadyForQuery before a statement's CommandComplete".into(),
+                        ));
+                    }
+                    if let (None, UnitKind::Batch(shape)) = (&unit.error, &unit.kind) {
+                        if usize::from(unit.step) != shape.len() {
+                            let e = format!(
+                                "a batch of {} statements ended after {}",
+                                shape.len(),
+                                unit.step
+                            );
+                            self.fifo.push_front(unit);
+                            return Err(ProtocolViolation(e));
+                        }
+                    }
+                    let (plain, before) = (unit.plain(), unit.before());
+                    let outcome = match (unit.error, unit.kind) {
+                        (Some(failure), kind) => {
+                            let (error, at) = *failure;
+                            Outcome::Failed {
+                                part: part_failed(plain, before, &kind, at),
+                                error: Box::new(error),
+                            }
+                        }
+                        (None, UnitKind::Prepare) => Outcome::Prepared {
+                            params: unit.params,
+                            columns: unit.columns.unwrap_or_else(no_columns),
+                        },
+                        (None, UnitKind::Batch(_)) => Outcome::Batch,
+                        (None, _) => Outcome::Rows {
+                            rows: unit.rows,
+                            affected: unit.affected,
+                            verb: unit.verb,
+                        },
+                    };
+                    handler.unit_done(unit.token, outcome);
+                    if broke_segment {
+                        loop {
+                            let skipped = self.fifo.pop_front().ok_or_else(|| {
+                                ProtocolViolation("a segment's units outlived its Sync".into())
+                            })?;
+                            done += 1;
+                            let last = skipped.synced;
+                            handler.unit_skipped(skipped.token, skipped.kind);
+                            if last {
+                                break;
+                            }
+                        }
+                    }
+                }
+                b'E' => {
+                    let err = parse_error_fields(&buf[5..total]);
+                    buf.advance(total);
+                    if err.is_fatal() {
+                        handler.fatal(&err);
+                    }
+                    match self.fifo.front_mut() {
+                        Some(head) => {
+                            head.rows = Vec::new();
+                            if head.error.is_none() {
+                                head.error = Some(Box::new((err, head.step)));
+                            }
+                        }
+                        None if err.is_fatal() => {}
+                        None => {
+                            return Err(ProtocolViolation(format!(
+                                "error with no unit in flight: {err}"
+                            )))
+                        }
+                    }
+                }
+                b'N' => {
+                    let notice = parse_error_fields(&buf[5..total]);
+                    buf.advance(total);
+                    handler.notice(notice);
+                }
+                b's' => {
+                    return Err(ProtocolViolation(
+                        "PortalSuspended: partial execution is never requested".into(),
+                    ))
+                }
+                _ => self.slow_message(buf, handler)?,
+            }
+        }
+    }
+
+    /// The head shares a later unit's Sync and its statement is complete: done, and read-only,
+    /// so whatever later units of its segment do cannot change its result; it need not wait
+    /// for the segment's end. Returns the units completed (0 if the head had failed: it waits
+    /// for the ReadyForQuery that ends the segment).
+    fn complete_joined(&mut self, handler: &mut impl Handler<T>) -> usize {
+        if self.fifo.front().is_some_and(|u| u.error.is_some()) {
+            return 0;
+        }
+        let Some(unit) = self.fifo.pop_front() else {
+            return 0;
+        };
+        // Only executions share a Sync (`join_last`): the outcome is rows.
+        let outcome = Outcome::Rows {
+            rows: unit.rows,
+            affected: unit.affected,
+            verb: unit.verb,
+        };
+        handler.unit_done(unit.token, outcome);
+        1
+    }
+
+    fn head(&mut self, tag: u8) -> Result<&mut InFlight<T>, ProtocolViolation> {
+        self.fifo.front_mut().ok_or_else(|| {
+            ProtocolViolation(format!("message {:?} with no unit in flight", tag as char))
+        })
+    }
+
+    /// Messages that carry structure (descriptions, parameter status, notifications): parsed
+    /// with `postgres-protocol`, off the hot path.
+    fn slow_message(
+        &mut self,
+        buf: &mut BytesMut,
+        handler: &mut impl Handler<T>,
+    ) -> Result<(), ProtocolViolation> {
+        let msg = Message::parse(buf)
+            .map_err(|e| ProtocolViolation(format!("malformed message: {e}")))?
+            .ok_or_else(|| ProtocolViolation("incomplete message after length check".into()))?;
+        let bad = |e: std::io::Error| ProtocolViolation(format!("malformed message: {e}"));
+        match msg {
+            Message::ParameterDescription(body) => {
+                let head = self.head(b't')?;
+                let mut it = body.parameters();
+                while let Some(oid) = it.next().map_err(bad)? {
+                    head.params.push(type_for_oid(oid));
+                }
+            }
+            Message::RowDescription(body) => {
+                let head = self.head(b'T')?;
+                let mut cols = Vec::new();
+                let mut it = body.fields();
+                while let Some(f) = it.next().map_err(bad)? {
+                    cols.push(Column::new(f.name().to_owned(), type_for_oid(f.type_oid())));
+                }
+                head.columns = Some(Arc::from(cols));
+            }
+            Message::ParameterStatus(body) => {
+                handler.parameter_status(body.name().map_err(bad)?, body.value().map_err(bad)?);
+            }
+            Message::NotificationResponse(body) => {
+                handler.notification(
+                    body.process_id(),
+                    body.channel().map_err(bad)?,
+                    body.message().map_err(bad)?,
+                );
+            }
+            other => {
+                return Err(ProtocolViolation(format!(
+                    "unexpected message on a pipelined connection: {}",
+                    message_name(&other)
+                )))
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Takes the DataRow of `total` bytes at the front of `buf` as a row of `head`.
+fn stream_row<T>(
+    head: &InFlight<T>,
+    buf: &mut BytesMut,
+    total: usize,
+) -> Result<Row, ProtocolViolation> {
+    let columns = head
+        .columns
+        .clone()
+        .ok_or_else(|| ProtocolViolation("DataRow before a row description".into()))?;
+    let mut body = buf.split_to(total).freeze();
+    body.advance(5);
+    Row::new(columns, body).ok_or_else(|| {
+        ProtocolViolation("DataRow column count differs from its description".into())
+    })
+}
+
+/// A statement of a framed, batch or simple unit completed (the plain one-statement unit is
+/// handled inline): the unit's own statement sets the affected-row count, a batch keeps each
+/// statement's rows and count, and the statements of its frame count only as steps.
+fn statement_done<T>(head: &mut InFlight<T>, affected: u64, handler: &mut impl Handler<T>) {
+    let step = head.step;
+    head.step = step.saturating_add(1);
+    let Some(own) = step.checked_sub(head.before()) else {
+        return;
+    };
+    match &head.kind {
+        UnitKind::Batch(shape) => {
+            let rows = std::mem::take(&mut head.rows);
+            if head.error.is_none() {
+                handler.batch_statement(&head.token, usize::from(own), rows, affected);
+            }
+            head.columns = shape.get(usize::from(own) + 1).cloned();
+        }
+        // Every statement of a simple query's text is its own; the last one's count stands.
+        UnitKind::Simple => head.affected = affected,
+        _ if own == 0 => head.affected = affected,
+        _ => {}
+    }
+}
+
+/// Which statement of a unit its error came from (see [`Part`]): the unit is `plain` or has
+/// `before` statements ahead of its own, and the error came after `error_at` completed.
+fn part_failed(plain: bool, before: u16, kind: &UnitKind, error_at: u16) -> Part {
+    if plain {
+        return Part::Own(0);
+    }
+    let own = match kind {
+        UnitKind::Batch(shape) => shape.len(),
+        UnitKind::Simple => usize::MAX,
+        _ => 1,
+    };
+    match error_at.checked_sub(before) {
+        None => Part::Before,
+        Some(i) if usize::from(i) < own => Part::Own(usize::from(i)),
+        Some(_) => Part::After,
+    }
+}
+
+fn message_name(m: &Message) -> &'static str {
+    match m {
+        Message::BackendKeyData(_) => "BackendKeyData",
+        Message::CopyData(_) => "CopyData",
+        Message::CopyDone => "CopyDone",
+        Message::AuthenticationOk
+        | Message::AuthenticationCleartextPassword
+        | Message::AuthenticationMd5Password(_)
+        | Message::AuthenticationSasl(_)
+        | Message::AuthenticationSaslContinue(_)
+        | Message::AuthenticationSaslFinal(_) => "Authentication",
+        _ => "other",
+    }
+}
