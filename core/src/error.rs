@@ -2,10 +2,12 @@
 //! statement may have run (see `Error::NotDispatched` vs `Error::Indeterminate`).
 
 use std::fmt;
+use std::io;
+use std::ops::Deref;
+use std::sync::Arc;
 
-pub(crate) mod fault;
+mod fault;
 mod sqlstate;
-pub use fault::Reason;
 pub(crate) use fault::{Fault, HalfOpen};
 pub use sqlstate::SqlState;
 
@@ -305,6 +307,94 @@ impl Error {
     /// The SQLSTATE, wherever the server sent one (see [`Error::as_db`]).
     pub fn code(&self) -> Option<&SqlState> {
         self.as_db().map(DbError::code)
+    }
+}
+
+/// Why a connection stopped serving: a message for people and, for pgpipe's own decisions, what
+/// kind of stop it was (never decided by comparing text). Reads as a `str`; the error behind it
+/// (a socket's, or the server's FATAL) is kept: [`Reason::io_error`], [`Reason::server_error`].
+#[derive(Debug, Clone)]
+pub struct Reason {
+    text: Arc<str>,
+    fault: Arc<Fault>,
+}
+
+impl Reason {
+    /// The message.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The socket error the connection failed with, when it failed on one (a read, a write,
+    /// or a health check that could not reach the server).
+    pub fn io_error(&self) -> Option<&io::Error> {
+        match &*self.fault {
+            Fault::Read(e) | Fault::Write(e) => Some(e),
+            Fault::HalfOpen(HalfOpen::Unreachable(e) | HalfOpen::Lost(e)) => Some(e),
+            Fault::Reconnecting(Error::Io(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The error the server sent as it ended the connection (a FATAL: `admin_shutdown`,
+    /// `idle_session_timeout`, ...), when it sent one.
+    pub fn server_error(&self) -> Option<&DbError> {
+        match &*self.fault {
+            Fault::Closed(Some(e)) => Some(e),
+            Fault::Reconnecting(e) => e.as_db(),
+            _ => None,
+        }
+    }
+
+    /// An on-demand connection was retired while idle as the unit reached it: always retried
+    /// elsewhere, whatever `retry_not_dispatched` says.
+    pub(crate) fn retired() -> Reason {
+        Reason::from(Fault::Retired)
+    }
+
+    pub(crate) fn is_retired(&self) -> bool {
+        matches!(*self.fault, Fault::Retired)
+    }
+}
+
+impl From<Fault> for Reason {
+    fn from(fault: Fault) -> Reason {
+        Reason {
+            text: fault.to_string().into(),
+            fault: Arc::new(fault),
+        }
+    }
+}
+
+impl Deref for Reason {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl PartialEq<str> for Reason {
+    fn eq(&self, other: &str) -> bool {
+        *self.text == *other
+    }
+}
+
+impl From<&str> for Reason {
+    fn from(text: &str) -> Reason {
+        Reason::from(Fault::Text(text.into()))
+    }
+}
+
+impl From<String> for Reason {
+    fn from(text: String) -> Reason {
+        Reason::from(Fault::Text(text.into()))
     }
 }
 

@@ -250,7 +250,7 @@ impl Conn {
             }
             self.shared.counters.in_flight.fetch_add(n, Relaxed);
         }
-        result.map_err(Fault::Protocol)?;
+        result.map_err(|v| Fault::Protocol(v.0))?;
         if let Some(fault) = leaked {
             return Err(fault);
         }

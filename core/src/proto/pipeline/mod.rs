@@ -196,7 +196,10 @@ pub trait Handler<T> {
     fn copy_in_ready(&mut self, _token: &T) {}
 }
 
-pub use crate::error::fault::ProtocolViolation;
+/// The server sent something the pipeline cannot account for. The connection must be closed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct ProtocolViolation(pub String);
 
 struct InFlight<T> {
     token: T,
