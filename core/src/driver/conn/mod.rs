@@ -26,7 +26,7 @@ use crate::sched::{lock, DeferredWakes};
 use crate::{DbError, Reason};
 
 use deliver::{fail, Completer};
-pub(crate) use watch::Due;
+pub(crate) use watch::{earliest, Due};
 use watch::{Cancelling, Health};
 
 mod deliver;

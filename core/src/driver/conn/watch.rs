@@ -60,6 +60,15 @@ pub(crate) enum Due {
     Retire,
 }
 
+/// The earlier of two deadlines (`None`: no deadline).
+pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
 impl Conn {
     /// Retires after `idle_timeout` without work: on-demand connections, and exclusive ones
     /// while parked idle in their pool.
@@ -82,7 +91,7 @@ impl Conn {
         let idle = (self.retirable() && self.pipeline.is_empty())
             .then(|| self.est.idle_due(self.last_active, self.cfg.idle_timeout));
         let bound = self.cancel.bound.map(|(_, at)| at);
-        [health, idle, bound].into_iter().flatten().min()
+        earliest(earliest(health, idle), bound)
     }
 
     /// Each tick, after the pump: keeps the silence in step with the pipeline. `true` when a

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use super::ConnTask;
 use crate::driver::cancel::Cancel;
-use crate::driver::conn::Due;
+use crate::driver::conn::{earliest, Due};
 use crate::driver::health::Probe;
 use crate::error::Fault;
 use crate::rt::Runtime;
@@ -20,10 +20,7 @@ impl<R: Runtime> ConnTask<R> {
     pub(super) fn poll_timer(&mut self, cx: &mut Context<'_>) -> Result<bool, Fault> {
         loop {
             let probe = self.probe.as_ref().map(|p| p.deadline());
-            let next = [self.conn.poll_timeout(), probe]
-                .into_iter()
-                .flatten()
-                .min();
+            let next = earliest(self.conn.poll_timeout(), probe);
             if !self.arm(cx, next) {
                 return Ok(false);
             }
