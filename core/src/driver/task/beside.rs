@@ -42,7 +42,9 @@ impl<R: Runtime> ConnTask<R> {
     /// for earlier is kept, and re-armed when it fires early). `true`: it fired.
     pub(super) fn arm(&mut self, cx: &mut Context<'_>, next: Option<Instant>) -> bool {
         match (&self.timer, next) {
-            (None, None) => return false,
+            // Nothing is due: a timer still armed is kept but not polled (it may wake the
+            // task once, for nothing; re-arming it per busy spell would cost more).
+            (_, None) => return false,
             (Some((at, _)), Some(next)) if next < *at => self.timer = None,
             _ => {}
         }
