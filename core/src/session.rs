@@ -383,7 +383,7 @@ impl<R: Runtime> Session<R> {
             }
             if !conn.is_open() {
                 return std::task::Poll::Ready(Err(Error::NoConnection {
-                    reason: "the session's connection is closed".into(),
+                    reason: crate::Reason::from(crate::error::Fault::SessionClosed),
                 }));
             }
             q.waker = Some(cx.waker().clone());
@@ -510,7 +510,7 @@ fn committed(r: Result<QueryResult, Error>) -> Result<QueryResult, Error> {
         // The COMMIT is not withdrawn when its caller stops waiting: it may still commit, or
         // be cancelled when the connection is released. Either way, nobody knows yet.
         Err(Error::Timeout) => Err(Error::IndeterminateCommit {
-            reason: "COMMIT did not complete within query_timeout; it may still commit".into(),
+            reason: crate::Reason::from(crate::error::Fault::CommitTimedOut),
         }),
         Err(e) => Err(e),
     }

@@ -78,6 +78,12 @@ pub(crate) enum Fault {
          connection closed"
     )]
     CancelOutlived(Duration),
+    /// A session's connection closed while it waited for a notification.
+    #[error("the session's connection is closed")]
+    SessionClosed,
+    /// A COMMIT outlived `query_timeout`; it is not withdrawn.
+    #[error("COMMIT did not complete within query_timeout; it may still commit")]
+    CommitTimedOut,
     /// The runtime dropped the connection task before it finished.
     #[error("connection task was dropped by its runtime")]
     Dropped,
