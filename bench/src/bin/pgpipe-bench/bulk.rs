@@ -22,7 +22,7 @@ use pgpipe_bench::sys::{self, MachineCpu};
 use crate::engine::{Db, Job, Measurement};
 use crate::plan::Workload;
 
-/// The rows read by COPY out and the stream: loaded once by the benchmark (`main.rs`).
+/// The rows read by COPY out and the stream: loaded once by the benchmark (`tables.rs`).
 pub const SOURCE_TABLE: &str = "pgpipe_bench_copy_src";
 /// Where COPY in writes; emptied before each COPY in run.
 pub const TARGET_TABLE: &str = "pgpipe_bench_copy_in";

@@ -4,7 +4,8 @@
 
 use std::fmt::Write as _;
 
-use super::{failed_row, ms, range, thousands, CandidateResult, Goal, ScenarioResult};
+use super::table::{failed_row, ms, range, thousands};
+use super::{CandidateResult, Goal, ScenarioResult};
 use crate::plan::{Delay, Kind};
 
 /// Columns of the transactions table.

@@ -1,0 +1,257 @@
+//! One scenario's printed table (Markdown, readable in a terminal too): the figures' formats,
+//! the columns of each kind of scenario, the closed-, open-loop and pool-ceiling rows and their
+//! notes; the other kinds' rows come from their own files.
+
+use std::fmt::Write as _;
+
+use super::bulk::{bulk_table, BULK_COLUMNS};
+use super::hol::{hol_table, HOL_COLUMNS};
+use super::pooler::{pooler_table, POOLER_COLUMNS};
+use super::tls::tls_notes;
+use super::tx;
+use super::{CandidateResult, Figure, ScenarioResult};
+use crate::plan::{Delay, Load, Workload};
+
+/// Microseconds as milliseconds, with fewer decimals the larger the figure.
+pub(super) fn ms(us: f64) -> String {
+    let v = us / 1e3;
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// `x` rounded, its thousands separated by commas.
+pub(super) fn thousands(x: f64) -> String {
+    let n = x.round() as i64;
+    let s = n.abs().to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    if n < 0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+/// The median, then the min–max over rounds in parentheses when they differ.
+pub(super) fn range(f: &Figure, fmt: impl Fn(f64) -> String) -> String {
+    if f.min == f.max {
+        fmt(f.median)
+    } else {
+        format!("{} ({}–{})", fmt(f.median), fmt(f.min), fmt(f.max))
+    }
+}
+
+/// Columns of the closed- and open-loop tables (point, select1, rw).
+const COLUMNS: &[&str] = &[
+    "candidate",
+    "conns",
+    "ops/s",
+    "client CPU µs/op",
+    "machine CPU µs/op",
+    "p50",
+    "p90",
+    "p99",
+    "p99.9",
+    "p99.99",
+    "max",
+    "errors",
+    "units/readable",
+    "writes/unit",
+];
+
+/// Added to [`COLUMNS`] where the scenario has `-tls` candidates.
+const TLS_COLUMNS: &[&str] = &["bytes/write", "bytes/TLS record", "TLS records/unit"];
+
+/// Columns of the pool-ceiling table.
+const CEILING_COLUMNS: &[&str] = &[
+    "candidate",
+    "conns",
+    "time to finish ms",
+    "ideal ms",
+    "vs ideal",
+    "ops/s",
+    "client CPU µs/op",
+    "machine CPU µs/op",
+    "p50",
+    "p99",
+    "max",
+    "errors",
+];
+
+/// The columns of the table [`table`] prints for `s`, in order (the legend explains each).
+pub fn columns(s: &ScenarioResult) -> Vec<&'static str> {
+    if s.workload == Workload::Tx {
+        tx::COLUMNS.to_vec()
+    } else if s.workload == Workload::Hol {
+        HOL_COLUMNS.to_vec()
+    } else if s.workload.is_bulk() {
+        BULK_COLUMNS.to_vec()
+    } else if s.is_pooled() {
+        POOLER_COLUMNS.to_vec()
+    } else if matches!(s.load, Load::Ceiling { .. }) {
+        CEILING_COLUMNS.to_vec()
+    } else if s.tls.is_some() {
+        COLUMNS.iter().chain(TLS_COLUMNS).copied().collect()
+    } else {
+        COLUMNS.to_vec()
+    }
+}
+
+/// A Markdown table's header: the names, then the alignment row (the candidate left, every
+/// figure right).
+fn header(t: &mut String, cols: &[&str]) {
+    let _ = writeln!(t, "| {} |", cols.join(" | "));
+    let _ = writeln!(t, "|---|{}", "--:|".repeat(cols.len().saturating_sub(1)));
+}
+
+/// A Markdown table of one scenario (median over rounds, min–max in parentheses).
+pub fn table(s: &ScenarioResult, rounds: usize) -> String {
+    let mut t = String::new();
+    let _ = writeln!(t, "### {}\n", s.id);
+    let _ = writeln!(
+        t,
+        "{} — {rounds} round(s), median (min–max){}.\n",
+        s.describe(),
+        if s.workload.is_bulk() {
+            ""
+        } else {
+            "; latency in ms"
+        }
+    );
+    header(&mut t, &columns(s));
+    if s.workload == Workload::Tx {
+        tx::table(&mut t, s);
+        return t;
+    }
+    if s.workload == Workload::Hol {
+        hol_table(&mut t, s);
+        return t;
+    }
+    if s.workload.is_bulk() {
+        bulk_table(&mut t, s);
+        return t;
+    }
+    if s.is_pooled() {
+        pooler_table(&mut t, s);
+        return t;
+    }
+    let ceiling = matches!(s.load, Load::Ceiling { .. });
+    let tls = s.tls.is_some();
+    for c in &s.candidates {
+        let m = &c.summary;
+        if failed_row(&mut t, c, " – |") {
+            continue;
+        }
+        let conns = format!("{:.0}", m.server_connections.median);
+        if let Load::Ceiling { queries } = s.load {
+            let ideal =
+                queries as f64 * crate::engine::SLEEP_SECONDS * 1e3 / c.candidate.conns as f64;
+            let _ = writeln!(
+                t,
+                "| {} | {} | {} | {:.0} | {:.2}x | {} | {:.1} | {:.1} | {} | {} | {} | {} |",
+                c.candidate.name,
+                conns,
+                range(&m.wall_ms, |v| format!("{v:.0}")),
+                ideal,
+                m.wall_ms.median / ideal,
+                thousands(m.throughput.median),
+                m.client_cpu_us.median,
+                m.machine_cpu_us.median,
+                ms(m.p50_us.median),
+                ms(m.p99_us.median),
+                ms(m.max_us.median),
+                m.errors
+            );
+            continue;
+        }
+        let opt = |f: &Option<Figure>, p: usize| {
+            f.map(|f| format!("{:.*}", p, f.median))
+                .unwrap_or_else(|| "–".into())
+        };
+        let _ = write!(
+            t,
+            "| {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            c.candidate.name,
+            conns,
+            range(&m.throughput, thousands),
+            range(&m.client_cpu_us, |v| format!("{v:.1}")),
+            m.machine_cpu_us.median,
+            ms(m.p50_us.median),
+            ms(m.p90_us.median),
+            ms(m.p99_us.median),
+            ms(m.p999_us.median),
+            ms(m.p9999_us.median),
+            ms(m.max_us.median),
+            m.errors,
+            opt(&m.units_per_readable, 1),
+            opt(&m.writes_per_unit, 3),
+        );
+        if tls {
+            let _ = write!(
+                t,
+                " {} | {} | {} |",
+                opt(&m.bytes_per_write, 0),
+                opt(&m.bytes_per_tls_record, 0),
+                opt(&m.tls_records_per_unit, 3),
+            );
+        }
+        t.push('\n');
+    }
+    if let Some(aa) = &s.aa {
+        let _ = writeln!(
+            t,
+            "\nA/A control ({} vs {}): throughput differs by {:.1}%, client CPU by {:.1}%, p99 by {:.1}%, p99.9 by {:.1}%.",
+            aa.a, aa.b, aa.throughput_pct, aa.client_cpu_pct, aa.p99_pct, aa.p999_pct
+        );
+    }
+    if let Some(r) = &s.tls {
+        tls_notes(&mut t, r);
+    }
+    if s.delay_kind != Delay::Direct && !ceiling {
+        let proxy: Vec<String> = s
+            .candidates
+            .iter()
+            .filter(|c| !c.runs.is_empty())
+            .map(|c| format!("{:.1}", c.summary.proxy_cpu_us.median))
+            .collect();
+        let late = s
+            .candidates
+            .iter()
+            .filter_map(|c| c.summary.proxy_late_max_us)
+            .map(|f| f.max)
+            .fold(0.0, f64::max);
+        let _ = writeln!(
+            t,
+            "\nDelay-proxy CPU µs/op (in machine CPU, not in client CPU), same order: {}. \
+             Worst proxy lateness (a chunk released after its due time) in any run: {:.2} ms.",
+            proxy.join(", "),
+            late / 1e3
+        );
+    }
+    t
+}
+
+/// A table row for a candidate none of whose runs completed (`gap`: cells before the reason);
+/// `false` when it has runs to show.
+pub(super) fn failed_row(t: &mut String, c: &CandidateResult, gap: &str) -> bool {
+    if !c.runs.is_empty() {
+        return false;
+    }
+    let _ = writeln!(
+        t,
+        "| {} |{gap} failed: {} |",
+        c.candidate.name,
+        c.failures.first().map(String::as_str).unwrap_or("?")
+    );
+    true
+}

@@ -1,0 +1,213 @@
+//! One measured run: the server under test as a child process of this binary, wrk (installed
+//! when missing), and the connections sampled and the CPU counters read around its window.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use pgpipe_web::bench::{
+    children_cpu_seconds, clock_ticks, host_jiffies, parse_wrk, process_jiffies, WrkReport,
+};
+
+use crate::args::{entry_flags, variant_of, Args};
+use crate::monitor::Monitor;
+
+/// The server under test: a child process of this binary.
+pub(crate) struct Server {
+    child: Child,
+    pub(crate) addr: String,
+}
+
+impl Server {
+    /// Starts `entry` as `web-bench serve ...` and waits for the address it listens on.
+    pub(crate) fn start(
+        entry: &str,
+        url: &str,
+        app_name: &str,
+        a: &Args,
+    ) -> Result<Server, String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut cmd = Command::new(exe);
+        cmd.args([
+            "serve",
+            "--variant",
+            variant_of(entry)?.name(),
+            "--url",
+            url,
+        ])
+        .args(["--addr", "127.0.0.1:0", "--application-name", app_name]);
+        if let Some(k) = a.max_connections {
+            cmd.args(["--max-connections", &k.to_string()]);
+        }
+        if let Some(o) = &a.pgpipe_options {
+            cmd.args(["--pgpipe-options", o]);
+        }
+        // The entry's own options come last and win.
+        cmd.args(entry_flags(entry)?);
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("starting the server: {e}"))?;
+        let mut line = String::new();
+        if let Some(out) = child.stdout.take() {
+            let _ = BufReader::new(out).read_line(&mut line);
+        }
+        match line.trim().strip_prefix("listening on ") {
+            Some(addr) => Ok(Server {
+                child,
+                addr: addr.to_string(),
+            }),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(format!("{entry} did not start (said {line:?})"))
+            }
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs wrk against `url` for `seconds`: its parsed report and its output.
+pub(crate) fn run_wrk(a: &Args, url: &str, seconds: u64) -> Result<(WrkReport, String), String> {
+    let out = Command::new("wrk")
+        .arg(format!("-t{}", a.wrk_threads.min(a.connections)))
+        .arg(format!("-c{}", a.connections))
+        .arg(format!("-d{seconds}s"))
+        .args(["--timeout", "5s", "--latency", url])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("running wrk: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    match parse_wrk(&text) {
+        Some(r) if out.status.success() => Ok((r, text)),
+        _ => Err(format!(
+            "wrk failed ({}): {}{}",
+            out.status,
+            text,
+            String::from_utf8_lossy(&out.stderr)
+        )),
+    }
+}
+
+/// wrk from the Debian package, installed when missing (we run as root).
+pub(crate) fn ensure_wrk() -> Result<(), String> {
+    let present = || {
+        Command::new("wrk")
+            .arg("-v")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok()
+    };
+    if present() {
+        return Ok(());
+    }
+    eprintln!("wrk missing: apt-get install -y wrk");
+    let apt = |args: &[&str]| {
+        Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdout(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    };
+    if !apt(&["install", "-y", "-q", "wrk"]) {
+        apt(&["update", "-q"]);
+        apt(&["install", "-y", "-q", "wrk"]);
+    }
+    if present() {
+        Ok(())
+    } else {
+        Err("wrk is not installed and apt-get could not install it".into())
+    }
+}
+
+/// One measured wrk run with the counters around it.
+pub(crate) fn measure(
+    a: &Args,
+    monitor: &Monitor,
+    server: &Server,
+    app_name: &str,
+    url: &str,
+) -> Result<(WrkReport, Samples, [f64; 4], f64), String> {
+    let ticks = clock_ticks();
+    let backend_cpu = |pids: &mut dyn Iterator<Item = i32>| -> HashMap<i32, u64> {
+        pids.filter_map(|p| process_jiffies(p as u32).map(|j| (p, j)))
+            .collect()
+    };
+    let db_before = backend_cpu(&mut monitor.backends(app_name).into_iter());
+    let host0 = host_jiffies().unwrap_or((0, 0));
+    let app0 = process_jiffies(server.pid()).unwrap_or(0);
+    let wrk0 = children_cpu_seconds();
+    let done = AtomicBool::new(false);
+    let samples = Mutex::new(Samples::default());
+    let report = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                let pids = monitor.backends(app_name);
+                if let Ok(mut smp) = samples.lock() {
+                    smp.counts.push(pids.len());
+                    smp.pids.extend(pids);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let r = run_wrk(a, url, a.duration);
+        done.store(true, Ordering::Relaxed);
+        r
+    })?;
+    let wrk_cpu = children_cpu_seconds() - wrk0;
+    let app_cpu = process_jiffies(server.pid())
+        .unwrap_or(app0)
+        .saturating_sub(app0) as f64
+        / ticks;
+    let host1 = host_jiffies().unwrap_or(host0);
+    let samples = samples.into_inner().unwrap_or_default();
+    let mut pids: HashSet<i32> = samples.pids.clone();
+    pids.extend(monitor.backends(app_name));
+    let db_after = backend_cpu(&mut pids.into_iter());
+    let db_cpu = if db_after.is_empty() {
+        f64::NAN
+    } else {
+        db_after
+            .iter()
+            .map(|(p, j)| j.saturating_sub(*db_before.get(p).unwrap_or(&0)))
+            .sum::<u64>() as f64
+            / ticks
+    };
+    let host_busy = (host1.0 - host0.0) as f64 / ticks;
+    let host_frac = if host1.1 > host0.1 {
+        (host1.0 - host0.0) as f64 / (host1.1 - host0.1) as f64
+    } else {
+        0.0
+    };
+    Ok((
+        report.0,
+        samples,
+        [host_busy, app_cpu, db_cpu, wrk_cpu],
+        host_frac,
+    ))
+}
+
+/// Sampled while wrk runs: connection counts and the pids seen.
+#[derive(Default)]
+pub(crate) struct Samples {
+    pub(crate) counts: Vec<usize>,
+    pids: HashSet<i32>,
+}
