@@ -1,5 +1,6 @@
 //! The workspace's shape, checked rather than promised: core's modules depend one way (no
-//! import cycle among the children of any module), and every file `docs/DESIGN.md`'s rule map names exists.
+//! import cycle among the children of any module), no source file in the workspace grows past
+//! [`MAX_LINES`], and every file `docs/DESIGN.md`'s rule map names exists.
 //!
 //! Imports are read from the source text: every `crate::`, `super::` path outside comments,
 //! with `use` groups expanded and the crate root's re-exports (`crate::Client`) resolved to the
@@ -10,6 +11,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+
+/// The longest a source file may be: a reader should find their room in it.
+const MAX_LINES: usize = 650;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -368,6 +372,24 @@ fn the_cycle_check_resolves_groups_super_and_reexports() {
         cycles(&graph),
         vec![vec!["a".to_owned(), "b".to_owned(), "c".to_owned()]]
     );
+}
+
+#[test]
+fn no_source_file_is_over_the_limit() {
+    let root = workspace();
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    assert!(files.len() > 100, "found only {} source files", files.len());
+    let mut long: Vec<(usize, String)> = files
+        .iter()
+        .filter_map(|f| {
+            let n = fs::read_to_string(f).ok()?.lines().count();
+            let name = f.strip_prefix(&root).unwrap_or(f).display().to_string();
+            (n > MAX_LINES).then_some((n, name))
+        })
+        .collect();
+    long.sort();
+    assert!(long.is_empty(), "files over {MAX_LINES} lines: {long:?}");
 }
 
 #[test]
