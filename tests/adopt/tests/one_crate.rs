@@ -14,6 +14,10 @@ const CORE_ONLY: &[(&str, &str)] = &[
     ),
     ("adapter_api", "the macro the adapters expand"),
     (
+        "ConnTask",
+        "the opaque future an adapter's Spawn runs, named by Adapter's bound",
+    ),
+    (
         "internals",
         "the project's own benchmarks and tests (feature `internals`)",
     ),

@@ -349,8 +349,11 @@ pub async fn units_wait_for_a_server_within_their_bounds<H: Harness>() {
         other => panic!("a checkout on a down server: {other:?}"),
     }
     let waited = t.elapsed();
+    // Its pauses (50 ms, then 100, then 200) fit into 400 ms only while attempts are quick: on
+    // a loaded machine an attempt on a stopped server took ~60 ms, and the third pause no
+    // longer fitted (200 ms waited in all). The first two always fit.
     assert!(
-        waited >= Duration::from_millis(300) && waited < Duration::from_secs(3),
+        waited >= Duration::from_millis(150) && waited < Duration::from_secs(3),
         "the checkout waited {waited:?}"
     );
     let t = Instant::now();
