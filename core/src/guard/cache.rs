@@ -1,6 +1,8 @@
 //! The verdict cache: bounded, keyed by the SQL text, evicting one entry at a time.
 
 use std::collections::{HashMap, VecDeque};
+
+use foldhash::fast::RandomState;
 use std::sync::Arc;
 
 use super::{Reason, MAX_CACHED_LEN};
@@ -10,7 +12,7 @@ use super::{Reason, MAX_CACHED_LEN};
 /// whole cache when full would make every statement pay the uncached cost at once.
 pub(super) struct Cache {
     pub(super) cap: usize,
-    pub(super) map: HashMap<Arc<str>, Slot>,
+    pub(super) map: HashMap<Arc<str>, Slot, RandomState>,
     /// Insertion order; the front is the next eviction candidate.
     pub(super) ring: VecDeque<Arc<str>>,
     /// The generation of the extension functions the verdicts were taken with.
@@ -26,7 +28,7 @@ impl Cache {
     pub(super) fn new(cap: usize) -> Cache {
         Cache {
             cap,
-            map: HashMap::new(),
+            map: HashMap::default(),
             ring: VecDeque::new(),
             generation: 0,
         }

@@ -5,6 +5,8 @@
 
 use std::collections::HashMap;
 
+use foldhash::fast::RandomState;
+
 struct Slot<V> {
     value: V,
     used: u64,
@@ -12,7 +14,7 @@ struct Slot<V> {
 
 /// The statement cache of one connection.
 pub struct StatementCache<V> {
-    map: HashMap<Box<str>, Slot<V>>,
+    map: HashMap<Box<str>, Slot<V>, RandomState>,
     clock: u64,
     capacity: usize,
 }
@@ -21,7 +23,7 @@ impl<V> StatementCache<V> {
     /// A cache holding at most `capacity` entries.
     pub fn new(capacity: usize) -> Self {
         StatementCache {
-            map: HashMap::new(),
+            map: HashMap::default(),
             clock: 0,
             capacity: capacity.max(1),
         }
