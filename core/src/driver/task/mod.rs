@@ -20,7 +20,7 @@ use crate::driver::conn::Conn;
 use crate::driver::health::Probe;
 use crate::driver::open::{Endpoint, Opening};
 use crate::driver::shared::ConnShared;
-use crate::driver::transport::{Transport, MAX_RECORD};
+use crate::driver::transport::Transport;
 use crate::error::Fault;
 use crate::proto::timing::Backoff;
 use crate::rt::Runtime;
@@ -28,11 +28,8 @@ use crate::sched::{lock, Waiter};
 use crate::{Error, Reason};
 
 mod beside;
+mod io;
 mod lifecycle;
-
-/// Bytes read per tick before yielding to the executor, so one busy connection cannot starve it.
-const READ_BUDGET: usize = 1 << 20;
-const READ_CHUNK: usize = 64 * 1024;
 
 /// Where the task is in a connection's life.
 enum Phase<R: Runtime> {
@@ -86,7 +83,7 @@ impl<R: Runtime> ConnTask<R> {
             phase,
             conn,
             socket: None,
-            chunk: vec![0u8; READ_CHUNK].into_boxed_slice(),
+            chunk: vec![0u8; io::READ_CHUNK].into_boxed_slice(),
             opened: Some(opened),
             backoff: Backoff::new(),
             timer: None,
@@ -160,80 +157,6 @@ impl<R: Runtime> ConnTask<R> {
             cx.waker().wake_by_ref();
         }
         Poll::Pending
-    }
-
-    /// The socket reached its end (`None`: EOF) or failed. What was read before it still
-    /// completes its units: a server that answers and then closes (a FATAL after the last
-    /// ReadyForQuery) must not turn finished units into `Indeterminate` ones.
-    fn read_ended(&mut self, end: Option<Fault>) -> Poll<()> {
-        let now = self.rt.now();
-        if let Err(fault) = self.conn.received(now, true) {
-            return self.die(fault);
-        }
-        // After the drain, so a FATAL the server sent before closing names the reason.
-        let fault = end.unwrap_or_else(|| self.conn.closed());
-        self.die(fault)
-    }
-
-    /// Reads until the socket would block or the budget is spent: `Ok((budget spent, got
-    /// bytes))`; `Err(None)`: EOF; `Err(Some(fault))`: the read failed.
-    fn read(&mut self, cx: &mut Context<'_>) -> Result<(bool, bool), Option<Fault>> {
-        let mut total = 0usize;
-        let Some(sock) = self.socket.as_mut() else {
-            return Err(Some(Fault::Read(std::io::ErrorKind::NotConnected.into())));
-        };
-        let rbuf = self.conn.read_buf();
-        let result = loop {
-            match sock.poll_read(cx, &mut self.chunk) {
-                Poll::Ready(Ok(0)) => break Err(None),
-                Poll::Ready(Ok(n)) => {
-                    rbuf.extend_from_slice(&self.chunk[..n]);
-                    total += n;
-                    if total >= READ_BUDGET {
-                        break Ok(true);
-                    }
-                }
-                Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Poll::Ready(Err(e)) => break Err(Some(Fault::Read(e))),
-                Poll::Pending => break Ok(false),
-            }
-        };
-        if total > 0 {
-            let c = &self.shared.counters;
-            c.inc(&c.readable_events);
-            c.bytes_in.fetch_add(total as u64, Relaxed);
-        }
-        result.map(|more| (more, total > 0))
-    }
-
-    fn write(&mut self, cx: &mut Context<'_>) -> Result<(), Fault> {
-        let c = &self.shared.counters;
-        let Some(sock) = self.socket.as_mut() else {
-            return Err(Fault::Write(std::io::ErrorKind::NotConnected.into()));
-        };
-        while !self.conn.transmit().is_empty() {
-            match sock.poll_write(cx, self.conn.transmit()) {
-                Poll::Ready(Ok(0)) => {
-                    return Err(Fault::Write(std::io::ErrorKind::WriteZero.into()))
-                }
-                Poll::Ready(Ok(n)) => {
-                    c.inc(&c.write_calls);
-                    c.bytes_out.fetch_add(n as u64, Relaxed);
-                    if sock.is_tls() {
-                        c.tls_records_out
-                            .fetch_add(n.div_ceil(MAX_RECORD) as u64, Relaxed);
-                    }
-                    self.conn.wrote(n);
-                }
-                Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Poll::Ready(Err(e)) => return Err(Fault::Write(e)),
-                Poll::Pending => break,
-            }
-        }
-        match sock.poll_flush(cx) {
-            Poll::Ready(Err(e)) => Err(Fault::Write(e)),
-            _ => Ok(()),
-        }
     }
 }
 
