@@ -79,10 +79,10 @@ impl<R: Runtime> Opening<R> {
 
     /// `Err` when `target_session_attrs` refuses the server.
     fn judge(&self, found: Role, ep: &Endpoint) -> Result<(), Failure> {
-        match found.refused_by(ep.target_session_attrs, self.any_role) {
+        match found.refused_by(ep.target_session_attrs, self.plan.any_role()) {
             None => Ok(()),
             Some(why) => Err(Failure::Fatal(Error::WrongRole {
-                server: ep.servers[self.server].name.clone(),
+                server: ep.servers[self.plan.server()].name.clone(),
                 why,
             })),
         }
@@ -173,7 +173,7 @@ impl<R: Runtime> Opening<R> {
                 transport,
                 info,
                 rest: std::mem::take(&mut self.rbuf),
-                server: self.server,
+                server: self.plan.server(),
             };
             match question {
                 Question::Role => match self.accepted(done)? {

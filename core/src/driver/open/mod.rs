@@ -2,7 +2,8 @@
 //!
 //! [`Opening`] is polled by the connection task until it yields a ready [`Transport`] and what
 //! the server reported. It is a plain state machine over the runtime's connect future and
-//! socket; the TLS and startup logic it drives are sans-IO (`crate::tls`, `proto::startup`).
+//! socket; the TLS and startup logic it drives are sans-IO (`crate::tls`, `proto::startup`),
+//! and so is its plan of attempts (`attempts.rs`: which server and attempt next, by when).
 //!
 //! Attempts follow libpq: `prefer` tries TLS first and, when the server cannot do TLS or
 //! rejects the TLS connection, opens a plaintext one; `allow` does the reverse; `require` and
@@ -11,12 +12,12 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::{Buf, BytesMut};
 
 use super::transport::Transport;
-use crate::config::{SslMode, SslNegotiation, TargetSessionAttrs};
+use crate::config::SslNegotiation;
 use crate::proto::frame::next_message;
 use crate::proto::role;
 use crate::proto::{Binding, SessionInfo, Startup, Step};
@@ -25,9 +26,11 @@ use crate::tls;
 use crate::Error;
 
 mod asking;
+mod attempts;
 mod endpoint;
 
 use asking::Question;
+use attempts::{Attempts, Next, SslAnswer};
 pub(crate) use endpoint::Endpoint;
 
 /// The SSLRequest message: length 8, then the request code 1234/5679.
@@ -80,25 +83,14 @@ pub(crate) struct Opened<R: Runtime> {
 pub(crate) struct Opening<R: Runtime> {
     /// Exclusive connections do not get the shared path's startup settings.
     exclusive: bool,
-    /// The servers to try, in order; `next` indexes it.
-    order: Vec<usize>,
-    next: usize,
-    /// The server of the attempt in progress.
-    server: usize,
+    /// Which server and attempt, by when, and what comes after a failure (no I/O).
+    plan: Attempts,
     /// Whether the server's role is checked (not for a health check's connection, which goes
     /// to the server it checks whatever its role).
     check_role: bool,
-    /// `prefer-standby` went through the list without finding a standby: any server will do.
-    any_role: bool,
     /// Whether the extension functions are read once started (shared connections).
     ask_extensions: bool,
-    /// Why each server tried so far could not be used.
-    failures: Vec<(String, Error)>,
-    attempt: Attempt,
     state: State<R>,
-    /// The end of the attempt in progress: the owner wakes the task by then
-    /// ([`Opening::deadline`]).
-    deadline: Instant,
     rbuf: BytesMut,
     chunk: Box<[u8]>,
 }
@@ -117,19 +109,13 @@ impl<R: Runtime> Opening<R> {
     }
 
     fn over(rt: &R, ep: &Endpoint, exclusive: bool, order: Vec<usize>, check_role: bool) -> Self {
-        let server = order[0];
+        let plan = Attempts::new(ep, order, rt.now());
         Opening {
             exclusive,
-            order,
-            next: 1,
-            server,
+            state: State::Connecting(rt.connect(&ep.servers[plan.server()].target)),
+            plan,
             check_role: check_role && role::needed(ep.target_session_attrs),
-            any_role: false,
             ask_extensions: false,
-            failures: Vec::new(),
-            attempt: ep.first_attempt(server),
-            state: State::Connecting(rt.connect(&ep.servers[server].target)),
-            deadline: deadline(rt, ep),
             rbuf: BytesMut::with_capacity(1024),
             chunk: vec![0u8; 8 * 1024].into_boxed_slice(),
         }
@@ -144,63 +130,28 @@ impl<R: Runtime> Opening<R> {
         ep: &Endpoint,
     ) -> Poll<Result<Opened<R>, Error>> {
         loop {
-            let err = match self.poll_attempt(cx, ep) {
+            let failure = match self.poll_attempt(cx, ep) {
                 Poll::Ready(Ok(done)) => return Poll::Ready(Ok(done)),
                 Poll::Ready(Err(e)) => e,
-                Poll::Pending if rt.now() >= self.deadline => {
-                    Failure::Fatal(timed_out(ep, self.server))
+                Poll::Pending if self.plan.expired(rt.now()) => {
+                    Failure::Fatal(timed_out(ep, self.plan.server()))
                 }
                 Poll::Pending => return Poll::Pending,
             };
-            let e = match (err, ep.fallback(self.server, self.attempt)) {
-                (Failure::Refused(_), Some(next)) => {
-                    self.attempt = next;
-                    self.restart(rt, ep);
-                    continue;
+            match self.plan.failed(ep, failure, rt.now()) {
+                Next::Connect => {
+                    self.state =
+                        State::Connecting(rt.connect(&ep.servers[self.plan.server()].target));
+                    self.rbuf.clear();
                 }
-                (Failure::Refused(e) | Failure::Fatal(e), _) => e,
-            };
-            self.failures
-                .push((ep.servers[self.server].name.clone(), e));
-            if self.next == self.order.len()
-                && ep.target_session_attrs == TargetSessionAttrs::PreferStandby
-                && !self.any_role
-            {
-                // libpq's prefer-standby: no standby anywhere, so go round again for any server.
-                self.any_role = true;
-                self.next = 0;
+                Next::GiveUp(e) => return Poll::Ready(Err(e)),
             }
-            let Some(&server) = self.order.get(self.next) else {
-                return Poll::Ready(Err(self.all_failed()));
-            };
-            self.next += 1;
-            self.server = server;
-            self.attempt = ep.first_attempt(server);
-            self.restart(rt, ep);
         }
     }
 
     /// When the attempt in progress times out: poll again by then.
     pub(crate) fn deadline(&self) -> Instant {
-        self.deadline
-    }
-
-    /// A new attempt at `self.server`.
-    fn restart(&mut self, rt: &R, ep: &Endpoint) {
-        self.state = State::Connecting(rt.connect(&ep.servers[self.server].target));
-        self.deadline = deadline(rt, ep);
-        self.rbuf.clear();
-    }
-
-    /// The error once every server failed: a single server's own, else all of them.
-    fn all_failed(&mut self) -> Error {
-        let mut attempts = std::mem::take(&mut self.failures);
-        if attempts.len() == 1 {
-            if let Some((_, e)) = attempts.pop() {
-                return e;
-            }
-        }
-        Error::NoServer { attempts }
+        self.plan.deadline()
     }
 
     fn poll_attempt(
@@ -216,13 +167,13 @@ impl<R: Runtime> Opening<R> {
                         Poll::Ready(Err(e)) => {
                             return Poll::Ready(Err(Failure::Fatal(connect_error(
                                 ep,
-                                self.server,
+                                self.plan.server(),
                                 e,
                             ))))
                         }
                         Poll::Pending => return Poll::Pending,
                     };
-                    self.state = match (self.attempt, &ep.servers[self.server].tls) {
+                    self.state = match (self.plan.attempt(), &ep.servers[self.plan.server()].tls) {
                         (Attempt::Tls, Some(tls)) if tls.negotiation == SslNegotiation::Direct => {
                             State::Handshake(Transport::tls(
                                 sock,
@@ -250,66 +201,34 @@ impl<R: Runtime> Opening<R> {
                     }
                     // Read exactly what is there: the server sends one byte and waits for us.
                     let n = match sock.poll_read(cx, &mut self.chunk) {
-                        Poll::Ready(Ok(0)) => {
-                            return Poll::Ready(Err(Failure::Refused(Error::Io(
-                                std::io::Error::new(
-                                    std::io::ErrorKind::UnexpectedEof,
-                                    "the server closed the connection after the SSLRequest",
-                                ),
-                            ))))
-                        }
                         Poll::Ready(Ok(n)) => n,
                         Poll::Ready(Err(e)) => {
                             return Poll::Ready(Err(Failure::Fatal(Error::Io(e))))
                         }
                         Poll::Pending => return Poll::Pending,
                     };
-                    if n > 1 {
-                        // Bytes after the answer were not protected by TLS (CVE-2021-23222).
-                        return Poll::Ready(Err(Failure::Fatal(Error::Protocol(
-                            "the server sent unencrypted data after its answer to the SSLRequest"
-                                .into(),
-                        ))));
-                    }
+                    let answer = attempts::ssl_answer(&self.chunk[..n], ep.config().tls.mode)?;
                     let State::SslRequest { sock, .. } =
                         std::mem::replace(&mut self.state, State::Gone)
                     else {
                         unreachable!("matched above")
                     };
-                    self.state = match self.chunk[0] {
-                        b'S' => {
-                            let tls = ep.servers[self.server].tls.as_ref().ok_or_else(|| {
-                                Failure::Fatal(Error::Protocol(
-                                    "TLS accepted without a connector".into(),
-                                ))
-                            })?;
+                    self.state = match answer {
+                        SslAnswer::Tls => {
+                            let tls =
+                                ep.servers[self.plan.server()].tls.as_ref().ok_or_else(|| {
+                                    Failure::Fatal(Error::Protocol(
+                                        "TLS accepted without a connector".into(),
+                                    ))
+                                })?;
                             State::Handshake(Transport::tls(
                                 sock,
                                 tls.session().map_err(Failure::Fatal)?,
                             ))
                         }
-                        b'N' if ep.config().tls.mode == SslMode::Prefer => {
-                            // libpq's `prefer`: go on in plaintext on the same connection.
-                            self.attempt = Attempt::Plain;
+                        SslAnswer::Plain => {
+                            self.plan.go_plain();
                             self.begin_startup(Transport::Plain(sock), ep)?
-                        }
-                        b'N' => {
-                            return Poll::Ready(Err(Failure::Fatal(Error::tls(format!(
-                                "the server does not support TLS, and sslmode={} requires it: \
-                                 enable ssl on the server, or use sslmode=prefer",
-                                tls::mode_name(ep.config().tls.mode)
-                            )))))
-                        }
-                        // An ErrorResponse: a server too old to know the SSLRequest.
-                        b'E' => {
-                            return Poll::Ready(Err(Failure::Refused(Error::tls(
-                                "the server rejected the SSLRequest (it predates TLS support)",
-                            ))))
-                        }
-                        other => {
-                            return Poll::Ready(Err(Failure::Fatal(Error::Protocol(format!(
-                                "unexpected answer {other:#04x} to the SSLRequest"
-                            )))))
                         }
                     };
                 }
@@ -319,7 +238,7 @@ impl<R: Runtime> Opening<R> {
                         Poll::Ready(Err(e)) => {
                             return Poll::Ready(Err(Failure::Refused(handshake_error(
                                 ep,
-                                self.server,
+                                self.plan.server(),
                                 e,
                             ))))
                         }
@@ -371,7 +290,7 @@ impl<R: Runtime> Opening<R> {
         let startup = Box::new(
             Startup::begin(
                 ep.config(),
-                ep.servers[self.server].password.as_deref(),
+                ep.servers[self.plan.server()].password.as_deref(),
                 binding,
                 settings,
                 &mut out,
@@ -396,7 +315,7 @@ impl<R: Runtime> Opening<R> {
             state,
             rbuf,
             chunk,
-            server,
+            plan,
             ..
         } = self;
         let State::Startup {
@@ -428,7 +347,7 @@ impl<R: Runtime> Opening<R> {
                             transport,
                             info,
                             rest: std::mem::take(rbuf),
-                            server: *server,
+                            server: plan.server(),
                         }));
                     }
                     Ok(Step::Continue) => {}
@@ -482,13 +401,6 @@ fn send<S: crate::rt::Socket>(
 enum Failure {
     Refused(Error),
     Fatal(Error),
-}
-
-/// The end of one attempt. "No timeout" is a very long one: a year keeps every runtime's
-/// timer in range.
-fn deadline<R: Runtime>(rt: &R, ep: &Endpoint) -> Instant {
-    let limit = ep.connect_timeout.min(Duration::from_secs(365 * 24 * 3600));
-    rt.now() + limit
 }
 
 fn timed_out(ep: &Endpoint, server: usize) -> Error {
