@@ -377,11 +377,28 @@ pub async fn wait_running<H: Harness>(pid: i32, needle: &str) {
 }
 
 /// Polls `cond` every 20 ms (the test's limit bounds the wait).
-pub async fn wait_until<H: Harness>(cond: impl Fn() -> bool) {
-    while !cond() {
-        H::sleep(Duration::from_millis(20)).await;
+/// Polls `cond` every 20 ms; a condition still false after [`WAIT_LIMIT`] panics naming the
+/// caller's line, so a stalled test says which wait it stalled in (not only that its time ran
+/// out).
+#[track_caller]
+pub fn wait_until<H: Harness>(cond: impl Fn() -> bool) -> impl std::future::Future<Output = ()> {
+    let at = std::panic::Location::caller();
+    async move {
+        let started = std::time::Instant::now();
+        while !cond() {
+            assert!(
+                started.elapsed() < WAIT_LIMIT,
+                "{}: the condition waited for at {at} did not hold within {WAIT_LIMIT:?}",
+                H::name()
+            );
+            H::sleep(Duration::from_millis(20)).await;
+        }
     }
 }
+
+/// How long [`wait_until`] waits: well past any wait the suite's conditions need on a loaded
+/// machine, and under every test's own limit.
+pub const WAIT_LIMIT: Duration = Duration::from_secs(25);
 
 /// A positive int4 derived from the adapter's name, for advisory-lock key spaces.
 pub fn key<H: Harness>() -> i32 {

@@ -238,8 +238,17 @@ pub async fn slow_statements_spill_to_the_base_when_every_lane_has_a_queue<H: Ha
         let c = &db.stats().connections[i];
         c.in_flight + c.queued
     };
-    // One at a time, each placed before the next comes: two lanes open and run one each, then
-    // each gets one queued behind it.
+    // Units placed on a connection (in flight or queued there), over every connection.
+    let placed = || {
+        let s = db.stats();
+        s.connections
+            .iter()
+            .map(|c| c.in_flight + c.queued)
+            .sum::<u64>()
+    };
+    // One at a time, each placed before the next comes (`lane_units` counts a unit when its
+    // lane is chosen, before it is queued there: the next one must see it queued): two lanes
+    // open and run one each, then each gets one queued behind it.
     let mut slow = Vec::new();
     for n in 1..=6i32 {
         let db2 = db.clone();
@@ -247,12 +256,18 @@ pub async fn slow_statements_spill_to_the_base_when_every_lane_has_a_queue<H: Ha
             let row = db2.query_one(slow_sql, &[&space, &id, &n]).await.unwrap();
             assert_eq!(row.get::<_, i32>(1), n);
         }));
-        match n {
-            1..=4 => crate::wait_until::<H>(|| db.stats().total.lane_units == n as u64).await,
+        let lane_units = match n {
+            1..=4 => n as u64,
             // Both lanes hold two: the base connection is sooner.
-            5 => crate::wait_until::<H>(|| load(0) == 1).await,
+            5 => 4,
             // The base connection has slow work now: back to a lane.
-            _ => crate::wait_until::<H>(|| db.stats().total.lane_units == 5).await,
+            _ => 5,
+        };
+        crate::wait_until::<H>(|| placed() == n as u64).await;
+        let s = db.stats();
+        assert_eq!(s.total.lane_units, lane_units, "unit {n}: {s:?}");
+        if n == 5 {
+            assert_eq!(load(0), 1, "the fifth spilled: {:?}", db.stats());
         }
     }
     let s = db.stats();
