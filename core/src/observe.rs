@@ -228,6 +228,17 @@ pub(crate) fn pooler_detected() {
     );
 }
 
+/// A connection's probe found a pooler between the client and the server (the backend it
+/// reaches is not the one its startup named): pipelines through it stay within
+/// 16 KiB of requests in flight.
+pub(crate) fn pooler_in_between() {
+    #[cfg(feature = "tracing")]
+    ::tracing::info!(
+        "pgpipe: a pooler stands between the client and the server; \
+         each connection keeps at most 16 KiB of requests in flight through it"
+    );
+}
+
 /// The guard refused a statement on the shared path (the rule only: the statement's text is
 /// in the operation's span when `trace_sql` allows it).
 pub(crate) fn refused(reason: &dyn std::fmt::Display) {

@@ -548,6 +548,16 @@ impl Conn {
                 self.tx = None;
                 self.complete("ROLLBACK");
             }
+            // A shared connection's probe of its path: this backend is the one it names.
+            _ if sql.starts_with("SELECT WHERE pg_catalog.pg_backend_pid() = ") => {
+                let named = sql.rsplit(' ').next().and_then(|p| p.parse().ok());
+                let tag = if named == Some(self.pid) {
+                    "SELECT 1"
+                } else {
+                    "SELECT 0"
+                };
+                self.complete(tag);
+            }
             _ if sql.starts_with("CLOSE ALL;") => {
                 for tag in [
                     "CLOSE ALL",

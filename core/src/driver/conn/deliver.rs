@@ -116,11 +116,25 @@ pub(super) struct Completer<'a> {
     pub(super) resent: &'a mut Vec<(Sent, UnitKind)>,
     /// Skipped units may be sent again here (not when the connection stopped sending).
     pub(super) resend: bool,
+    /// Units of the connection's own completed in this drain (not in the gauge callers read).
+    pub(super) internal_done: usize,
+    /// The path probe's answer, if it came in this drain: `true` when it proved the path direct.
+    pub(super) probed: Option<bool>,
+    /// The probe is unanswered: the next ReadyForQuery is its own (it went out first).
+    pub(super) probing: bool,
 }
 
 impl Handler<Sent> for Completer<'_> {
     fn unit_done(&mut self, sent: Sent, outcome: Outcome) {
         let c = &self.shared.counters;
+        if sent.internal {
+            // The path probe: one row when the backend is the one the startup named.
+            self.internal_done += 1;
+            self.probed = Some(matches!(outcome, Outcome::Rows { affected: 1, .. }));
+            self.est
+                .unit_done(self.now, sent.sent_at, 0, None, DEFAULT_COST_NS);
+            return;
+        }
         c.inc(&c.units_completed);
         if sent.replay > 0 {
             self.replay.advance(sent.replay);
@@ -294,6 +308,10 @@ impl Handler<Sent> for Completer<'_> {
         // (`ConnShared::settled_tx_status`).
         self.shared.tx_status.store(status, Relaxed);
         let c = &self.shared.counters;
+        if std::mem::take(&mut self.probing) {
+            // The probe's, on a shared connection: kept out of the counts callers read.
+            return;
+        }
         c.ready_received.fetch_add(1, Release);
         if self.exclusive {
             return;

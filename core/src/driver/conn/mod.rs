@@ -8,7 +8,8 @@
 //!
 //! What lives where: reading answers and failing units (`deliver.rs`), moving queued units to
 //! the write buffer (`pump.rs`), the timed rules (health check, idle retirement, the cancel of
-//! abandoned work and its bound: `watch.rs`).
+//! abandoned work and its bound: `watch.rs`), whether a pooler is in between and the bound on
+//! bytes in flight through one (`path.rs`).
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -26,10 +27,12 @@ use crate::sched::{lock, DeferredWakes};
 use crate::{DbError, Reason};
 
 use deliver::{fail, Completer};
+use path::Path;
 pub(crate) use watch::{earliest, Due};
 use watch::{Cancelling, Health};
 
 mod deliver;
+mod path;
 mod pump;
 #[cfg(test)]
 mod tests;
@@ -50,6 +53,9 @@ pub(crate) struct Sent {
     replay: usize,
     /// Its Sync was dropped: it shares the next unit's.
     joined: bool,
+    /// The connection's own unit (the path probe): no caller's, so kept out of the counters
+    /// callers read (in flight, completed, errors).
+    internal: bool,
 }
 
 /// What the pump left for the task to do.
@@ -106,6 +112,8 @@ pub(crate) struct Conn {
     pooled: bool,
     /// Terminate is in the write buffer.
     terminating: bool,
+    /// A pooler in between or not, as the probe found (`path.rs`).
+    path: Path,
 }
 
 impl Conn {
@@ -141,12 +149,14 @@ impl Conn {
             resent: Vec::new(),
             pooled: false,
             terminating: false,
+            path: Path::Pooler,
         }
     }
 
-    /// The connection opened to `server` of the host list: `info` is what its startup
-    /// reported, `rest` what the server sent after its ReadyForQuery (the first drain's).
-    pub(crate) fn opened(&mut self, info: SessionInfo, rest: &[u8], server: usize) {
+    /// The connection opened to `server` of the host list at `now`: `info` is what its
+    /// startup reported, `rest` what the server sent after its ReadyForQuery (the first
+    /// drain's). A shared connection's probe of its path goes out first (`path.rs`).
+    pub(crate) fn opened(&mut self, info: SessionInfo, rest: &[u8], server: usize, now: Instant) {
         self.rbuf.clear();
         self.rbuf.extend_from_slice(rest);
         self.session = info;
@@ -158,6 +168,7 @@ impl Conn {
         self.terminating = false;
         // Opening checked the new server's role.
         self.stale = None;
+        self.probe_path(now);
     }
 
     /// A session's or transaction's connection (not reconnected; may sit in a transaction).
@@ -225,17 +236,21 @@ impl Conn {
             pumped: &mut self.pumped,
             resent: &mut self.resent,
             resend: self.stale.is_none(),
+            internal_done: 0,
+            probed: None,
+            probing: matches!(self.path, Path::Probing),
         };
         let before = self.pipeline.len();
         let result = self.pipeline.drain(&mut self.rbuf, &mut h);
         let (leaked, role_changed) = (h.leaked.take(), h.role_changed);
+        let (internal_done, probed) = (h.internal_done, h.probed);
         self.est.end_drain(now, self.pipeline.is_empty());
         if heard {
             self.silence.heard(now);
         }
         // Counted from the FIFO, not the result: units completed before a protocol violation
         // in the same drain were delivered and must leave the in-flight gauge too.
-        let done = before - self.pipeline.len();
+        let done = before - self.pipeline.len() - internal_done;
         if done > 0 {
             self.shared
                 .counters
@@ -251,6 +266,9 @@ impl Conn {
             self.shared.counters.in_flight.fetch_add(n, Relaxed);
         }
         result.map_err(|v| Fault::Protocol(v.0))?;
+        if let Some(direct) = probed {
+            self.settle_path(direct);
+        }
         if let Some(fault) = leaked {
             return Err(fault);
         }
@@ -309,10 +327,12 @@ impl Conn {
         };
         let c = &self.shared.counters;
         c.queued.fetch_sub(queued.len() as u64, Relaxed);
-        c.in_flight.fetch_sub(self.pipeline.len() as u64, Relaxed);
         self.est.connection_lost();
         let written = self.written;
-        let sent: Vec<Sent> = self.pipeline.take_all().collect();
+        // The probe dies with its connection unanswered; the next opening probes again.
+        let sent: Vec<Sent> = self.pipeline.take_all().filter(|s| !s.internal).collect();
+        c.in_flight.fetch_sub(sent.len() as u64, Relaxed);
+        self.path = Path::Pooler;
         self.replay.clear();
         let units = sent
             .into_iter()

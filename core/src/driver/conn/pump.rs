@@ -1,6 +1,7 @@
 //! The pump: queued units move from the mailbox into the write buffer, up to the in-flight
-//! window and the work limit, with the Syncs of shared segments dropped (their replay copy
-//! kept) and, on an exclusive connection, nothing past a cancel's bound.
+//! window, the work limit and, behind a pooler, the bytes in flight (`path.rs`), with the
+//! Syncs of shared segments dropped (their replay copy kept) and, on an exclusive connection,
+//! nothing past a cancel's bound.
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::time::Instant;
@@ -63,11 +64,14 @@ impl Conn {
         let mut bytes = 0usize;
         let mut run_start = 0usize;
         let mut copied = 0usize;
+        // Behind a pooler (or until the probe says there is none): the bytes in flight, from
+        // the first byte of the oldest unit not yet answered, stay within the bound.
+        let flight_limit = self.flight_limit();
+        let mut flight_from = self.pipeline.oldest().map(|s| s.start);
         // Sync coalescing: the segment the last unit taken belongs to (`proto/coalesce.rs`).
-        // Not behind a transaction-mode pooler: PgBouncer 1.18 was seen forwarding bytes of
-        // pipelines whose units share Syncs to the wrong server connection (the server then
-        // logs `invalid frontend message type` and PgBouncer drops the client).
-        let coalesce = self.cfg.sync_coalescing && !self.exclusive && shared.named_statements();
+        // Never behind a pooler: a unit without its own Sync is one PgBouncer may cut from the
+        // rest (`path.rs`).
+        let coalesce = self.cfg.sync_coalescing && !self.exclusive && flight_limit.is_none();
         let mut segment = coalesce::Segment::default();
         let mut last_start = 0usize;
         let work_cap = nanos(self.cfg.max_queue_work);
@@ -85,7 +89,16 @@ impl Conn {
                     work_bound = true;
                     break;
                 }
-                Some(_) => {}
+                // COPY data belongs to the unit in flight, which was admitted.
+                Some(q) if matches!(q.kind, UnitKind::Data) => {}
+                Some(q) => {
+                    if let (Some(limit), Some(from)) = (flight_limit, flight_from) {
+                        let end = self.pumped + (copied + bytes - run_start + q.len) as u64;
+                        if end - from > limit as u64 {
+                            break;
+                        }
+                    }
+                }
             }
             let Some(q) = st.queue.pop_front() else { break };
             // From the statement as it is now: its last execution may have failed meanwhile.
@@ -124,6 +137,7 @@ impl Conn {
                     .extend_from_slice(&st.buf[bytes..bytes + replay]);
             }
             let start = self.pumped + (copied + bytes - run_start) as u64;
+            flight_from.get_or_insert(start);
             last_start = bytes;
             bytes += q.len;
             if matches!(q.kind, UnitKind::Data) {
@@ -150,6 +164,7 @@ impl Conn {
                     sent_at,
                     replay,
                     joined: false,
+                    internal: false,
                 },
                 q.kind,
                 q.frame,

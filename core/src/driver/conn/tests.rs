@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, BytesMut};
 
+use super::path::POOLER_FLIGHT_BYTES;
 use super::{Conn, Due};
 use crate::driver::health::Verdict;
 use crate::driver::open::Endpoint;
@@ -25,7 +26,19 @@ struct Rig {
     t0: Instant,
 }
 
+/// A connection just opened; a shared one's probe of its path is answered: direct.
 fn rig(options: &str, exclusive: bool) -> Rig {
+    let mut r = unproven(options, exclusive);
+    if !exclusive {
+        r.write_all();
+        r.server_says(0, &probe_answer(true))
+            .expect("the probe's answer");
+    }
+    r
+}
+
+/// A connection just opened, its probe (if shared) unanswered.
+fn unproven(options: &str, exclusive: bool) -> Rig {
     let mut config =
         Config::parse("host=127.0.0.1 user=u dbname=d").expect("a valid configuration");
     config.apply_pgpipe_options(options).expect("valid options");
@@ -44,7 +57,7 @@ fn rig(options: &str, exclusive: bool) -> Rig {
         backend_key: Some((4242, 7)),
         ..SessionInfo::default()
     };
-    conn.opened(info, &[], 0);
+    conn.opened(info, &[], 0, t0);
     Rig { conn, shared, t0 }
 }
 
@@ -113,6 +126,15 @@ fn simple_answer() -> Vec<u8> {
 /// An execution's answer up to its CommandComplete (its ReadyForQuery comes with its Sync).
 fn executed() -> Vec<u8> {
     [msg(b'2', &[]), complete("SELECT 0")].concat()
+}
+
+/// The probe's answer: one row when the backend is the one the startup named.
+fn probe_answer(direct: bool) -> Vec<u8> {
+    [
+        complete(if direct { "SELECT 1" } else { "SELECT 0" }),
+        ready(),
+    ]
+    .concat()
 }
 
 fn done(w: &QueryWaiter) -> Option<bool> {
@@ -453,4 +475,129 @@ fn a_shared_connection_left_in_a_transaction_is_taken_out_of_service() {
     let answer = [complete("BEGIN"), msg(b'Z', b"T")].concat();
     let end = r.server_says(1, &answer);
     assert!(matches!(end, Err(Fault::LeftInTransaction('T'))));
+}
+
+impl Rig {
+    /// Bytes handed to the write buffer whose unit is not answered yet.
+    fn bytes_in_flight(&self) -> u64 {
+        let c = &self.conn;
+        c.pipeline.oldest().map_or(0, |s| c.pumped - s.start)
+    }
+
+    /// A simple query of about `size` bytes on the wire.
+    fn sized(&self, size: usize) -> Arc<QueryWaiter> {
+        let sql = format!("SELECT 1 -- {}", "x".repeat(size.saturating_sub(18)));
+        self.shared.submit_simple_now(&sql).expect("queued")
+    }
+}
+
+#[test]
+fn a_new_connection_probes_its_backend_first() {
+    let mut r = unproven("", false);
+    let out = r.write_all();
+    assert_eq!(out[0], b'Q', "the probe is the first thing sent");
+    let sql = String::from_utf8_lossy(&out[5..]).to_string();
+    assert!(sql.contains("pg_backend_pid() = 4242"), "{sql}");
+    assert_eq!(r.conn.pipeline.len(), 1);
+    // No caller's unit: the gauges callers read do not see it.
+    let shared = r.shared.clone();
+    let c = &shared.counters;
+    assert_eq!(c.in_flight.load(Relaxed), 0);
+    r.server_says(1, &probe_answer(true)).expect("an answer");
+    assert!(r.conn.pipeline.is_empty());
+    let seen = [&c.in_flight, &c.units_completed, &c.ready_received].map(|n| n.load(Relaxed));
+    assert_eq!(seen, [0, 0, 0]);
+    assert_eq!(r.conn.flight_limit(), None, "direct: no bound");
+}
+
+#[test]
+fn until_the_probe_answers_the_bytes_in_flight_stay_within_the_pooler_bound() {
+    let mut r = unproven("", false);
+    let waiters: Vec<_> = (0..40).map(|_| r.sized(1000)).collect();
+    r.pump(0);
+    let limit = POOLER_FLIGHT_BYTES as u64;
+    assert!(r.bytes_in_flight() <= limit, "{}", r.bytes_in_flight());
+    assert!(
+        r.bytes_in_flight() + 1000 > limit,
+        "filled up to the bound: {}",
+        r.bytes_in_flight()
+    );
+    let sent = r.conn.pipeline.len() - 1;
+    r.write_all();
+    r.server_says(1, &probe_answer(true)).expect("an answer");
+    r.pump(1);
+    assert_eq!(
+        r.conn.pipeline.len(),
+        40,
+        "direct: the rest goes out at once ({sent} had)"
+    );
+    r.write_all();
+    let answers: Vec<u8> = (0..40).flat_map(|_| simple_answer()).collect();
+    r.server_says(2, &answers).expect("answers");
+    assert!(waiters.iter().all(|w| done(w) == Some(true)));
+}
+
+#[test]
+fn behind_a_pooler_every_pump_keeps_the_bound_and_the_health_check_stands_down() {
+    let mut r = unproven("", false);
+    r.write_all();
+    r.server_says(0, &probe_answer(false)).expect("an answer");
+    assert_eq!(r.conn.health, super::Health::Off);
+    assert!(r.shared.pooler_known(), "the client knows of the pooler");
+    let waiters: Vec<_> = (0..100).map(|_| r.sized(700)).collect();
+    let limit = POOLER_FLIGHT_BYTES as u64;
+    let mut answered = 0;
+    for ms in 1..1000 {
+        r.pump(ms);
+        assert!(r.bytes_in_flight() <= limit, "{}", r.bytes_in_flight());
+        r.write_all();
+        if r.conn.pipeline.is_empty() {
+            break;
+        }
+        // The server answers one unit at a time.
+        r.server_says(ms, &simple_answer()).expect("an answer");
+        answered += 1;
+    }
+    assert_eq!(answered, 100);
+    assert!(waiters.iter().all(|w| done(w) == Some(true)));
+}
+
+#[test]
+fn behind_a_pooler_a_unit_larger_than_the_bound_goes_out_alone() {
+    let mut r = unproven("", false);
+    r.write_all();
+    r.server_says(0, &probe_answer(false)).expect("an answer");
+    let small = r.simple();
+    let big = r.sized(POOLER_FLIGHT_BYTES + 100);
+    let after = r.simple();
+    r.pump(1);
+    assert_eq!(
+        r.conn.pipeline.len(),
+        1,
+        "the big unit waits for the small one"
+    );
+    r.write_all();
+    r.server_says(2, &simple_answer()).expect("an answer");
+    assert_eq!(done(&small), Some(true));
+    r.pump(2);
+    assert_eq!(r.conn.pipeline.len(), 1, "alone");
+    r.write_all();
+    r.server_says(3, &simple_answer()).expect("an answer");
+    assert_eq!(done(&big), Some(true));
+    r.pump(3);
+    r.write_all();
+    r.server_says(4, &simple_answer()).expect("an answer");
+    assert_eq!(done(&after), Some(true));
+}
+
+#[test]
+fn an_exclusive_connection_does_not_probe_and_takes_what_the_client_knows() {
+    let mut r = unproven("", true);
+    assert!(
+        r.write_all().is_empty(),
+        "nothing sent before its holder's units"
+    );
+    assert_eq!(r.conn.flight_limit(), None);
+    r.shared.found_pooler();
+    assert_eq!(r.conn.flight_limit(), Some(POOLER_FLIGHT_BYTES));
 }

@@ -382,10 +382,17 @@ impl ConnShared {
         c
     }
 
-    /// Whether statements are kept by name: `false` behind a transaction-mode pooler
-    /// (`named_statements` off, or a pooler detected).
-    pub(crate) fn named_statements(&self) -> bool {
-        self.costs.named()
+    /// Whether this client's connections may sit behind a transaction-mode pooler, as far as
+    /// the client knows: statements are not kept by name, or a connection's probe found a
+    /// pooler (`driver/conn/path.rs`).
+    pub(crate) fn pooler_known(&self) -> bool {
+        !self.costs.named() || self.costs.pooler_seen()
+    }
+
+    /// Records that this connection found a pooler in between; `true` the first time for
+    /// the client.
+    pub(crate) fn found_pooler(&self) -> bool {
+        self.costs.found_pooler()
     }
 
     /// Whether server work, not round trips, limits this connection (see `work_bound`).

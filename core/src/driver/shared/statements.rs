@@ -145,6 +145,9 @@ pub(crate) struct CostTable {
     /// (`named_statements`), where the next unit may reach another backend: then a prepare
     /// only learns the types, and every execution carries its own unnamed Parse.
     named: AtomicBool,
+    /// A connection of this client found a pooler between it and the server (its probe,
+    /// `driver/conn/path.rs`): exclusive connections, which do not probe, take its rules.
+    pooler: AtomicBool,
 }
 
 impl CostTable {
@@ -153,7 +156,18 @@ impl CostTable {
             cells: Mutex::new(std::collections::HashMap::new()),
             capacity: capacity.max(1),
             named: AtomicBool::new(named),
+            pooler: AtomicBool::new(false),
         }
+    }
+
+    /// Whether a connection of this client found a pooler in between.
+    pub(crate) fn pooler_seen(&self) -> bool {
+        self.pooler.load(Relaxed)
+    }
+
+    /// A connection found a pooler in between; `true` if this call made the change.
+    pub(crate) fn found_pooler(&self) -> bool {
+        !self.pooler.swap(true, Relaxed)
     }
 
     /// Whether statements are kept by name.

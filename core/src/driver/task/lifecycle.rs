@@ -100,7 +100,7 @@ impl<R: Runtime> ConnTask<R> {
         }
         self.socket = Some(transport);
         // What the server sent after its ReadyForQuery, read with it: the first drain's.
-        self.conn.opened(info, &rest, server);
+        self.conn.opened(info, &rest, server, self.rt.now());
         #[cfg(feature = "tracing")]
         {
             let end = &self.cfg.servers[server];

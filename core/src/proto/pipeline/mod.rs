@@ -324,6 +324,11 @@ impl<T> Pipeline<T> {
         self.fifo.len()
     }
 
+    /// The oldest unit in flight (the next to be answered).
+    pub fn oldest(&self) -> Option<&T> {
+        self.fifo.front().map(|u| &u.token)
+    }
+
     /// Whether nothing is in flight.
     pub fn is_empty(&self) -> bool {
         self.fifo.is_empty()
