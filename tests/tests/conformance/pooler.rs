@@ -5,8 +5,7 @@
 //! the client runs with `named_statements=off` (every execution carries its own unnamed Parse
 //! and still pipelines), or finds out by itself on the first vanished statement.
 
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use pgpipe::{Config, Error, ErrorKind};
@@ -62,8 +61,8 @@ fn config_for(url: &str, f: impl FnOnce(&mut Config)) -> Config {
 
 async fn through<H: Harness>(mode: PoolMode, f: impl FnOnce(&mut Config)) -> Db<H> {
     H::connect(config_for(&bouncer(mode).url(), |c| {
-        // PgBouncer 1.18 now and then stops answering a pipelining client (see
-        // `pooler_crash`): the deadline turns that stall into errors instead of a hang.
+        // A unit cut by PgBouncer 1.18 may never be answered (see `or_logs`): the deadline
+        // turns that stall into a failure instead of a hang.
         c.query_timeout = Some(STALL);
         f(c)
     }))
@@ -71,95 +70,54 @@ async fn through<H: Harness>(mode: PoolMode, f: impl FnOnce(&mut Config)) -> Db<
     .expect("connect through pgbouncer")
 }
 
-/// The value, or a panic with the error and the logs of PgBouncer and the server; `None` for
-/// a unit lost to PgBouncer's own fault (see [`pooler_crash`]), which `crashes` counts.
-fn or_logs<T>(r: Result<T, pgpipe::Error>, crashes: &AtomicUsize) -> Option<T> {
-    match r {
-        Ok(v) => Some(v),
-        Err(e) if pooler_crash(&e) => {
-            crashes.fetch_add(1, Relaxed);
-            None
-        }
-        Err(e) => panic!("query: {e:?}\n{}", log_tail(PoolMode::Transaction)),
-    }
-}
-
-/// Whether `e` is what PgBouncer 1.18 does now and then under pipelined extended-protocol
-/// traffic in transaction mode (its issue 759, a race between a Sync's ReadyForQuery and the
-/// client's next unit): it forwards a misframed message, the server ends that backend with
-/// `invalid frontend message type`, and PgBouncer closes the client connection linked to it
-/// ("server conn crashed?"). pgpipe's units on that connection then resolve as
-/// `Indeterminate` or as connection errors, which is the truth. It counts only when the
-/// server's log shows the misframed message: pgpipe's own stream was checked frame by frame
-/// (every message a valid frontend type and length) on runs where this happened.
+/// The value, or a panic with the error and the logs of PgBouncer and the server.
 ///
-/// Its other face is a stall: a client linked to a server connection that never answers the
-/// units it was sent (`SHOW CLIENTS`: active, waiting; nothing unread on either socket). Those
-/// units end with `Error::Timeout` after [`STALL`].
-fn pooler_crash(e: &pgpipe::Error) -> bool {
-    match e.kind() {
-        ErrorKind::Timeout => true,
-        ErrorKind::Indeterminate | ErrorKind::Connection => {
-            std::fs::read_to_string(shared().server_log().expect("server log"))
-                .is_ok_and(|log| log.contains("invalid frontend message type"))
-        }
-        _ => false,
-    }
+/// PgBouncer 1.18 in transaction mode releases its server connection on the ReadyForQuery of
+/// the last Sync it forwarded, even when the start of the client's next unit went out with it
+/// (its issue 759): the rest of that unit reaches another backend, which ends with `invalid
+/// frontend message type`, stops answering (a stall, which [`STALL`] turns into a timeout),
+/// or answers with another statement's rows. Before pgpipe bounded its bytes in flight
+/// through a pooler (`driver/conn/path.rs`), about one run of these tests in five lost units
+/// that way; with the bound none may, so any error here fails the test.
+fn or_logs<T>(r: Result<T, pgpipe::Error>) -> T {
+    r.unwrap_or_else(|e| panic!("query: {e:?}\n{}", log_tail(PoolMode::Transaction)))
 }
 
-/// The query deadline through the transaction-mode PgBouncer: far above any unit's time there.
+/// The query deadline through the transaction-mode PgBouncer: far above any unit's time
+/// there, so a stalled connection fails the test instead of hanging it.
 const STALL: Duration = Duration::from_secs(5);
-
-/// Units lost to [`pooler_crash`] must stay few: a crash fails the units in flight on one
-/// connection, never a wrong answer or a stall.
-fn few_crashes(crashes: &AtomicUsize, total: usize) {
-    let n = crashes.load(Relaxed);
-    assert!(
-        n * 5 <= total,
-        "{n} of {total} units lost to pooler crashes"
-    );
-    if n > 0 {
-        eprintln!("{n} of {total} units failed with PgBouncer's server connection (its issue 759)");
-    }
-}
 
 /// 1,000 tasks, 10 statements each over three texts, every answer checked.
 async fn thousand_tasks<H: Harness>(db: &Db<H>) {
-    let crashes = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for t in 0..1000i32 {
         let db = db.clone();
-        let crashes = crashes.clone();
         tasks.push(H::spawn(async move {
             for q in 0..10i32 {
                 let v = t * 100 + q;
                 match q % 3 {
                     0 => {
-                        let row = db.query_one("SELECT $1::int4 + 1", &[&v]).await;
-                        if let Some(row) = or_logs(row, &crashes) {
-                            assert_eq!(row.get::<_, i32>(0), v + 1);
-                        }
+                        let row = or_logs(db.query_one("SELECT $1::int4 + 1", &[&v]).await);
+                        assert_eq!(row.get::<_, i32>(0), v + 1);
                     }
                     1 => {
                         let text = v.to_string();
-                        let row = db
-                            .query_one("SELECT length($1::text), $2::int4", &[&text, &v])
-                            .await;
-                        if let Some(row) = or_logs(row, &crashes) {
-                            assert_eq!(row.get::<_, i32>(0) as usize, text.len());
-                            assert_eq!(row.get::<_, i32>(1), v);
-                        }
+                        let row = or_logs(
+                            db.query_one("SELECT length($1::text), $2::int4", &[&text, &v])
+                                .await,
+                        );
+                        assert_eq!(row.get::<_, i32>(0) as usize, text.len());
+                        assert_eq!(row.get::<_, i32>(1), v);
                     }
                     _ => {
-                        let rows = db
-                            .query(
+                        let rows = or_logs(
+                            db.query(
                                 "SELECT g FROM generate_series(1, $1::int4 % 5 + 1) g",
                                 &[&v],
                             )
-                            .await;
-                        if let Some(rows) = or_logs(rows, &crashes) {
-                            assert_eq!(rows.len() as i32, v % 5 + 1);
-                        }
+                            .await,
+                        );
+                        assert_eq!(rows.len() as i32, v % 5 + 1);
                     }
                 }
             }
@@ -168,20 +126,13 @@ async fn thousand_tasks<H: Harness>(db: &Db<H>) {
     for t in tasks {
         t.await;
     }
-    few_crashes(&crashes, 10_000);
     service_resumes::<H>(db).await;
 }
 
-/// After the load (and any [`pooler_crash`]) the client serves a new statement.
+/// After the load the client serves a new statement.
 async fn service_resumes<H: Harness>(db: &Db<H>) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match db.query_one("SELECT 41 + 1", &[]).await {
-            Ok(row) => return assert_eq!(row.get::<_, i32>(0), 42),
-            Err(e) if pooler_crash(&e) && Instant::now() < deadline => {}
-            Err(e) => panic!("after the load: {e:?}\n{}", log_tail(PoolMode::Transaction)),
-        }
-    }
+    let row = or_logs(db.query_one("SELECT 41 + 1", &[]).await);
+    assert_eq!(row.get::<_, i32>(0), 42);
 }
 
 pub async fn typed_queries_pipeline_through_transaction_mode<H: Harness>() {
@@ -193,29 +144,25 @@ pub async fn typed_queries_pipeline_through_transaction_mode<H: Harness>() {
         c.max_connections = 2;
     })
     .await;
-    let crashes = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for t in 0..1000i32 {
         let db = db.clone();
-        let crashes = crashes.clone();
         tasks.push(H::spawn(async move {
             for q in 0..10i32 {
                 let v = t * 100 + q;
-                let rows = db
-                    .query_typed("SELECT $1::int4 + 1", &[(&v, Type::INT4)])
-                    .await;
-                if let Some(rows) = or_logs(rows, &crashes) {
-                    assert_eq!(rows[0].get::<_, i32>(0), v + 1);
-                }
+                let rows = or_logs(
+                    db.query_typed("SELECT $1::int4 + 1", &[(&v, Type::INT4)])
+                        .await,
+                );
+                assert_eq!(rows[0].get::<_, i32>(0), v + 1);
             }
         }));
     }
     for t in tasks {
         t.await;
     }
-    few_crashes(&crashes, 10_000);
     service_resumes::<H>(&db).await;
-    // A stalled connection never drains (see `pooler_crash`): bounded, then closed.
+    // Bounded: a connection PgBouncer stopped answering would never drain.
     db.close_within(STALL).await;
 }
 
@@ -239,7 +186,7 @@ pub async fn unnamed_statements_pipeline_through_transaction_mode<H: Harness>() 
         units as f64 > 1.5 * reads as f64,
         "{units} units in {reads} reads: {s:?}"
     );
-    // A stalled connection never drains (see `pooler_crash`): bounded, then closed.
+    // Bounded: a connection PgBouncer stopped answering would never drain.
     db.close_within(STALL).await;
 }
 
@@ -251,7 +198,7 @@ pub async fn default_settings_find_the_pooler_by_themselves<H: Harness>() {
     // turns them off for the client and its unit is prepared again and run (it had not run).
     let db = through::<H>(PoolMode::Transaction, |c| c.pipeline_size = 4).await;
     thousand_tasks::<H>(&db).await;
-    // A stalled connection never drains (see `pooler_crash`): bounded, then closed.
+    // Bounded: a connection PgBouncer stopped answering would never drain.
     db.close_within(STALL).await;
 }
 
