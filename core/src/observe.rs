@@ -230,12 +230,13 @@ pub(crate) fn pooler_detected() {
 
 /// A connection's probe found a pooler between the client and the server (the backend it
 /// reaches is not the one its startup named): pipelines through it stay within
-/// 16 KiB of requests in flight.
+/// 16 KiB of requests in flight, and no lanes or overflow connections open.
 pub(crate) fn pooler_in_between() {
     #[cfg(feature = "tracing")]
     ::tracing::info!(
         "pgpipe: a pooler stands between the client and the server; \
-         each connection keeps at most 16 KiB of requests in flight through it"
+         each connection keeps at most 16 KiB of requests in flight through it, \
+         and no lanes or overflow connections open"
     );
 }
 

@@ -112,6 +112,15 @@ impl<R> Inner<R> {
     fn on_demand(&self) -> &[Arc<ConnShared>] {
         &self.conns[self.config.pipeline_size..]
     }
+
+    /// Whether units may go to on-demand connections (lanes, overflow): elasticity is on and
+    /// no pooler is known to stand in between. Behind one, its own pool of server connections
+    /// is the capacity, and waiting in its queue looks like server work: more client
+    /// connections would only queue there too (8 processes through PgBouncer opened 75 of
+    /// them for its 16 server connections).
+    fn elastic(&self) -> bool {
+        !self.on_demand().is_empty() && !self.costs.pooler_known()
+    }
 }
 
 impl<R> Drop for Inner<R> {

@@ -71,7 +71,7 @@ impl<R: Runtime> Client<R> {
         let Some(best) = least_loaded(base, start) else {
             return self.wait_for_live(deadline).await;
         };
-        if inner.on_demand().is_empty() || !best.is_work_bound() {
+        if !inner.elastic() || !best.is_work_bound() {
             return Ok(best);
         }
         Ok(self.overflow(best, deadline).await)

@@ -130,7 +130,7 @@ impl<R: Runtime> Client<R> {
             Ok(s) => s,
             Err(e) => return (conn, Err(e)),
         };
-        if stmt.estimate_ns() >= self.inner.slow_ns && !self.inner.on_demand().is_empty() {
+        if stmt.estimate_ns() >= self.inner.slow_ns && self.inner.elastic() {
             if let Some(home) = self.slow_home(deadline, stmt.estimate_ns()).await {
                 if home.role() == Role::Lane {
                     home.counters.inc(&home.counters.lane_units);

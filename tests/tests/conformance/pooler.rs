@@ -177,8 +177,9 @@ pub async fn unnamed_statements_pipeline_through_transaction_mode<H: Harness>() 
     .await;
     thousand_tasks::<H>(&db).await;
     let s = db.stats();
-    // Still pipelined: several units per read on the pipelined connections (lanes opened for
-    // statements PgBouncer's queueing made look slow carry one at a time, by design).
+    // Still pipelined: several units per read on the pipelined connections; no lanes or
+    // overflow connections behind a pooler (its queueing looked like slow statements before).
+    assert_eq!(s.total.opened_on_demand, 0, "{s:?}");
     let base = &s.connections[..4];
     let units: u64 = base.iter().map(|c| c.units_completed).sum();
     let reads: u64 = base.iter().map(|c| c.readable_events).sum();
@@ -318,6 +319,63 @@ pub async fn sessions_keep_their_state_through_session_mode<H: Harness>() {
     // The shared path meanwhile, and after.
     thousand_tasks::<H>(&db).await;
     db.close().await;
+}
+
+/// Slow statements among fast ones on `db`, whose one pipelined connection has answered a
+/// statement first (so its probe of the path had its answer): every answer checked; the
+/// client's statistics afterwards.
+async fn slow_among_fast<H: Harness>(db: Db<H>) -> pgpipe::Stats {
+    db.query_one("SELECT 1", &[])
+        .await
+        .expect("first statement");
+    // The first run teaches the client that the statement is slow.
+    db.query("SELECT pg_sleep(0.02)", &[]).await.expect("slow");
+    let mut tasks = Vec::new();
+    for t in 0..40i32 {
+        let db = db.clone();
+        tasks.push(H::spawn(async move {
+            for q in 0..5i32 {
+                if (t + q) % 8 == 0 {
+                    db.query("SELECT pg_sleep(0.02)", &[]).await.expect("slow");
+                } else {
+                    let v = t * 10 + q;
+                    let row = db.query_one("SELECT $1::int4 + 1", &[&v]).await;
+                    assert_eq!(row.expect("fast").get::<_, i32>(0), v + 1);
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await;
+    }
+    let s = db.stats();
+    db.close().await;
+    s
+}
+
+pub async fn no_lanes_or_overflow_open_behind_a_pooler<H: Harness>() {
+    if !pgbouncer::available_or_skip("no_lanes_or_overflow_open_behind_a_pooler") {
+        return;
+    }
+    let elastic = |c: &mut Config| {
+        c.pipeline_size = 1;
+        c.max_connections = 4;
+        c.pinned_size = 1;
+    };
+    // The control: straight to the server, slow statements get lanes of their own.
+    let direct = H::connect(config_for(&shared().url(), elastic))
+        .await
+        .expect("connect");
+    let s = slow_among_fast::<H>(direct).await;
+    assert!(
+        s.total.opened_on_demand > 0,
+        "no lane opened directly: {s:?}"
+    );
+    // Through PgBouncer, in session mode, where statements keep their names: the connection's
+    // probe alone tells the client that a pooler is in between, and nothing opens beside it.
+    let s = slow_among_fast::<H>(through::<H>(PoolMode::Session, elastic).await).await;
+    assert_eq!(s.total.opened_on_demand, 0, "{s:?}");
+    assert_eq!(s.total.lane_units, 0, "{s:?}");
 }
 
 pub async fn the_health_check_stands_down_behind_a_pooler<H: Harness>() {

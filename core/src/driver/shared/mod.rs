@@ -386,7 +386,7 @@ impl ConnShared {
     /// the client knows: statements are not kept by name, or a connection's probe found a
     /// pooler (`driver/conn/path.rs`).
     pub(crate) fn pooler_known(&self) -> bool {
-        !self.costs.named() || self.costs.pooler_seen()
+        self.costs.pooler_known()
     }
 
     /// Records that this connection found a pooler in between; `true` the first time for

@@ -170,6 +170,12 @@ impl CostTable {
         !self.pooler.swap(true, Relaxed)
     }
 
+    /// Whether this client's connections may sit behind a transaction-mode pooler, as far as
+    /// it knows: statements are not kept by name, or a connection's probe found a pooler.
+    pub(crate) fn pooler_known(&self) -> bool {
+        !self.named() || self.pooler_seen()
+    }
+
     /// Whether statements are kept by name.
     pub(crate) fn named(&self) -> bool {
         self.named.load(Relaxed)
