@@ -187,6 +187,9 @@ pub async fn unnamed_statements_pipeline_through_transaction_mode<H: Harness>() 
         units as f64 > 1.5 * reads as f64,
         "{units} units in {reads} reads: {s:?}"
     );
+    // Cheap reads share Syncs here too: PgBouncer forwards a segment's answers in one go.
+    assert!(s.total.units_coalesced > 0, "{s:?}");
+    assert!(s.total.ready_accounts_for_every_unit(), "{s:?}");
     // Bounded: a connection PgBouncer stopped answering would never drain.
     db.close_within(STALL).await;
 }

@@ -2,7 +2,7 @@
 //! and gives the bytes to write, completions (delivered to the callers' waiters, their wakeups
 //! deferred) and one deadline ([`Conn::poll_timeout`]). No socket, no timer, no clock read:
 //! every instant comes in as an argument, so each rule is tested with made-up ones
-//! (`conn/tests.rs`). The connection task (`driver/task/`) only moves bytes, runs the short
+//! (`conn/tests/`). The connection task (`driver/task/`) only moves bytes, runs the short
 //! side connections the rules ask for (a health check, a CancelRequest) and sleeps until the
 //! deadline.
 //!

@@ -11,9 +11,13 @@
 //! server connections only in between. So a cut falls inside a unit only when more than about
 //! 20 KiB of the client's bytes wait unread (or a write reaches it in pieces). Behind a pooler
 //! a connection therefore keeps at most [`POOLER_FLIGHT_BYTES`] of requests in flight (written
-//! and not yet answered, which bounds what can wait unread), each write ends at a unit's end,
-//! and a unit larger than the bound goes out alone, when nothing is in flight: then no
-//! ReadyForQuery is due while its bytes are forwarded.
+//! and not yet answered, which bounds what can wait unread), each write ends at a Sync (a
+//! unit's, or the last of a segment's units sharing one: PgBouncer counts Syncs, so a segment
+//! is one unit to it), and a unit larger than the bound goes out alone, when nothing is in
+//! flight: then no ReadyForQuery is due while its bytes are forwarded. A pass adds to what is
+//! in flight only once [`POOLER_REFILL_BYTES`] are free: PgBouncer forwards what it reads as
+//! it reads it, so a trickle of small writes came back as a trickle of answers, one unit per
+//! read, each costing PgBouncer and the client a wake-up of their own.
 //!
 //! Whether a pooler is in between is asked, not assumed: a shared connection's first unit is
 //! a probe, `SELECT WHERE pg_backend_pid() = <the pid its startup named>`. One row: the client
@@ -35,6 +39,9 @@ use crate::proto::UnitKind;
 /// 20 KiB PgBouncer reads from one client before it looks at its servers (5 × 4 KiB, its
 /// defaults), with room for the few bytes of a split header it keeps between reads.
 pub(crate) const POOLER_FLIGHT_BYTES: usize = 16 * 1024;
+/// Room that must be free before a pass adds to what is in flight through a pooler (half the
+/// bound: writes of at least this much, unless less is queued).
+pub(crate) const POOLER_REFILL_BYTES: usize = 8 * 1024;
 
 /// What the connection knows of its path to the server.
 pub(super) enum Path {

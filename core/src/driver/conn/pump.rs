@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use bytes::Buf;
 
+use super::path::POOLER_REFILL_BYTES;
 use super::{Conn, Pumped, Sent};
 use crate::driver::shared::{nanos, State, Status};
 use crate::proto::coalesce::{self, SYNC};
@@ -39,10 +40,15 @@ impl Conn {
             (false, true) => Some(self.cancel.end),
             (false, false) => None,
         };
-        let window = self
-            .est
-            .window(self.cfg.max_in_flight)
-            .saturating_sub(self.pipeline.len());
+        let full = self.est.window(self.cfg.max_in_flight);
+        let window = full.saturating_sub(self.pipeline.len());
+        // A pass that adds to a pipeline waits until half the window is free: units then go
+        // out (and their answers come back) in batches, not one for every unit answered.
+        let window = if !self.pipeline.is_empty() && window < full / 2 {
+            0
+        } else {
+            window
+        };
         let room = match hold {
             _ if self.stale.is_some() => 0,
             Some(end) => {
@@ -69,9 +75,9 @@ impl Conn {
         let flight_limit = self.flight_limit();
         let mut flight_from = self.pipeline.oldest().map(|s| s.start);
         // Sync coalescing: the segment the last unit taken belongs to (`proto/coalesce.rs`).
-        // Never behind a pooler: a unit without its own Sync is one PgBouncer may cut from the
-        // rest (`path.rs`).
-        let coalesce = self.cfg.sync_coalescing && !self.exclusive && flight_limit.is_none();
+        // Behind a pooler too: a pass ends with its last unit's Sync, so every write ends at a
+        // segment's end, which is all the pooler's bound needs (`path.rs`).
+        let coalesce = self.cfg.sync_coalescing && !self.exclusive;
         let mut segment = coalesce::Segment::default();
         let mut last_start = 0usize;
         let work_cap = nanos(self.cfg.max_queue_work);
@@ -94,7 +100,15 @@ impl Conn {
                 Some(q) => {
                     if let (Some(limit), Some(from)) = (flight_limit, flight_from) {
                         let end = self.pumped + (copied + bytes - run_start + q.len) as u64;
-                        if end - from > limit as u64 {
+                        // A pass starts only once a refill's worth of room is free, so
+                        // writes (and the answers they draw) come in batches, not a unit
+                        // for every unit answered.
+                        let floor = if moved == 0 {
+                            q.len.max(POOLER_REFILL_BYTES)
+                        } else {
+                            q.len
+                        };
+                        if end - q.len as u64 - from + floor as u64 > limit as u64 {
                             break;
                         }
                     }

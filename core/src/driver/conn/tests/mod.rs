@@ -1,6 +1,7 @@
 //! The connection's rules with made-up instants and a scripted server's bytes: the pump
 //! (window, segments, the replay after an error at every position, the cancel's hold), the
-//! health check, idle retirement and the cancel bound. No socket, no timer, no clock.
+//! health check, idle retirement and the cancel bound; the path through a pooler in `path.rs`.
+//! No socket, no timer, no clock.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -8,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, BytesMut};
 
-use super::path::POOLER_FLIGHT_BYTES;
 use super::{Conn, Due};
 use crate::driver::health::Verdict;
 use crate::driver::open::Endpoint;
@@ -17,6 +17,8 @@ use crate::error::{Fault, HalfOpen};
 use crate::proto::SessionInfo;
 use crate::sched::lock;
 use crate::Config;
+
+mod path;
 
 const SYNC: [u8; 5] = [b'S', 0, 0, 0, 4];
 
@@ -155,6 +157,31 @@ fn the_pump_sends_no_more_than_the_window() {
     r.pump(1);
     assert_eq!(r.conn.pipeline.len(), 3, "one answer, one more unit");
     assert_eq!(lock(&r.shared.state).queue.len(), 1);
+}
+
+#[test]
+fn a_pass_waits_until_half_the_window_is_free() {
+    let mut r = rig("max_in_flight=8", false);
+    let waiters: Vec<_> = (0..20).map(|_| r.simple()).collect();
+    r.pump(0);
+    assert_eq!(r.conn.pipeline.len(), 8);
+    r.write_all();
+    r.server_says(1, &simple_answer()).expect("a good answer");
+    r.pump(1);
+    assert_eq!(r.conn.pipeline.len(), 7, "one unit free: no pass yet");
+    assert!(r.conn.transmit().is_empty(), "nothing written for it");
+    let three: Vec<u8> = (0..3).flat_map(|_| simple_answer()).collect();
+    r.server_says(2, &three).expect("good answers");
+    r.pump(2);
+    assert_eq!(r.conn.pipeline.len(), 8, "half free: one batch fills it");
+    assert_eq!(lock(&r.shared.state).queue.len(), 8);
+    assert_eq!(waiters.iter().filter(|w| done(w) == Some(true)).count(), 4);
+    // With nothing in flight a pass never waits.
+    r.write_all();
+    let eight: Vec<u8> = (0..8).flat_map(|_| simple_answer()).collect();
+    r.server_says(3, &eight).expect("good answers");
+    r.pump(3);
+    assert_eq!(r.conn.pipeline.len(), 8);
 }
 
 #[test]
@@ -475,129 +502,4 @@ fn a_shared_connection_left_in_a_transaction_is_taken_out_of_service() {
     let answer = [complete("BEGIN"), msg(b'Z', b"T")].concat();
     let end = r.server_says(1, &answer);
     assert!(matches!(end, Err(Fault::LeftInTransaction('T'))));
-}
-
-impl Rig {
-    /// Bytes handed to the write buffer whose unit is not answered yet.
-    fn bytes_in_flight(&self) -> u64 {
-        let c = &self.conn;
-        c.pipeline.oldest().map_or(0, |s| c.pumped - s.start)
-    }
-
-    /// A simple query of about `size` bytes on the wire.
-    fn sized(&self, size: usize) -> Arc<QueryWaiter> {
-        let sql = format!("SELECT 1 -- {}", "x".repeat(size.saturating_sub(18)));
-        self.shared.submit_simple_now(&sql).expect("queued")
-    }
-}
-
-#[test]
-fn a_new_connection_probes_its_backend_first() {
-    let mut r = unproven("", false);
-    let out = r.write_all();
-    assert_eq!(out[0], b'Q', "the probe is the first thing sent");
-    let sql = String::from_utf8_lossy(&out[5..]).to_string();
-    assert!(sql.contains("pg_backend_pid() = 4242"), "{sql}");
-    assert_eq!(r.conn.pipeline.len(), 1);
-    // No caller's unit: the gauges callers read do not see it.
-    let shared = r.shared.clone();
-    let c = &shared.counters;
-    assert_eq!(c.in_flight.load(Relaxed), 0);
-    r.server_says(1, &probe_answer(true)).expect("an answer");
-    assert!(r.conn.pipeline.is_empty());
-    let seen = [&c.in_flight, &c.units_completed, &c.ready_received].map(|n| n.load(Relaxed));
-    assert_eq!(seen, [0, 0, 0]);
-    assert_eq!(r.conn.flight_limit(), None, "direct: no bound");
-}
-
-#[test]
-fn until_the_probe_answers_the_bytes_in_flight_stay_within_the_pooler_bound() {
-    let mut r = unproven("", false);
-    let waiters: Vec<_> = (0..40).map(|_| r.sized(1000)).collect();
-    r.pump(0);
-    let limit = POOLER_FLIGHT_BYTES as u64;
-    assert!(r.bytes_in_flight() <= limit, "{}", r.bytes_in_flight());
-    assert!(
-        r.bytes_in_flight() + 1000 > limit,
-        "filled up to the bound: {}",
-        r.bytes_in_flight()
-    );
-    let sent = r.conn.pipeline.len() - 1;
-    r.write_all();
-    r.server_says(1, &probe_answer(true)).expect("an answer");
-    r.pump(1);
-    assert_eq!(
-        r.conn.pipeline.len(),
-        40,
-        "direct: the rest goes out at once ({sent} had)"
-    );
-    r.write_all();
-    let answers: Vec<u8> = (0..40).flat_map(|_| simple_answer()).collect();
-    r.server_says(2, &answers).expect("answers");
-    assert!(waiters.iter().all(|w| done(w) == Some(true)));
-}
-
-#[test]
-fn behind_a_pooler_every_pump_keeps_the_bound_and_the_health_check_stands_down() {
-    let mut r = unproven("", false);
-    r.write_all();
-    r.server_says(0, &probe_answer(false)).expect("an answer");
-    assert_eq!(r.conn.health, super::Health::Off);
-    assert!(r.shared.pooler_known(), "the client knows of the pooler");
-    let waiters: Vec<_> = (0..100).map(|_| r.sized(700)).collect();
-    let limit = POOLER_FLIGHT_BYTES as u64;
-    let mut answered = 0;
-    for ms in 1..1000 {
-        r.pump(ms);
-        assert!(r.bytes_in_flight() <= limit, "{}", r.bytes_in_flight());
-        r.write_all();
-        if r.conn.pipeline.is_empty() {
-            break;
-        }
-        // The server answers one unit at a time.
-        r.server_says(ms, &simple_answer()).expect("an answer");
-        answered += 1;
-    }
-    assert_eq!(answered, 100);
-    assert!(waiters.iter().all(|w| done(w) == Some(true)));
-}
-
-#[test]
-fn behind_a_pooler_a_unit_larger_than_the_bound_goes_out_alone() {
-    let mut r = unproven("", false);
-    r.write_all();
-    r.server_says(0, &probe_answer(false)).expect("an answer");
-    let small = r.simple();
-    let big = r.sized(POOLER_FLIGHT_BYTES + 100);
-    let after = r.simple();
-    r.pump(1);
-    assert_eq!(
-        r.conn.pipeline.len(),
-        1,
-        "the big unit waits for the small one"
-    );
-    r.write_all();
-    r.server_says(2, &simple_answer()).expect("an answer");
-    assert_eq!(done(&small), Some(true));
-    r.pump(2);
-    assert_eq!(r.conn.pipeline.len(), 1, "alone");
-    r.write_all();
-    r.server_says(3, &simple_answer()).expect("an answer");
-    assert_eq!(done(&big), Some(true));
-    r.pump(3);
-    r.write_all();
-    r.server_says(4, &simple_answer()).expect("an answer");
-    assert_eq!(done(&after), Some(true));
-}
-
-#[test]
-fn an_exclusive_connection_does_not_probe_and_takes_what_the_client_knows() {
-    let mut r = unproven("", true);
-    assert!(
-        r.write_all().is_empty(),
-        "nothing sent before its holder's units"
-    );
-    assert_eq!(r.conn.flight_limit(), None);
-    r.shared.found_pooler();
-    assert_eq!(r.conn.flight_limit(), Some(POOLER_FLIGHT_BYTES));
 }
