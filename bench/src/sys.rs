@@ -112,11 +112,15 @@ pub fn ppoll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<
 }
 
 /// The machine's CPU counters from the first line of `/proc/stat`, in clock ticks
-/// (`USER_HZ`, 100 per second on Linux): busy (everything but idle and iowait) and total.
+/// (`USER_HZ`, 100 per second on Linux): busy (everything but idle, iowait and steal), steal
+/// and total.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MachineCpu {
-    /// Ticks spent doing anything but idling or waiting for I/O, over all CPUs.
+    /// Ticks this machine's CPUs ran anything, over all CPUs.
     pub busy: u64,
+    /// Ticks a virtual machine's CPUs were runnable but the hypervisor ran something else:
+    /// time taken from every process here at once, which no one here spent.
+    pub steal: u64,
     /// All ticks, over all CPUs.
     pub total: u64,
 }
@@ -141,9 +145,11 @@ impl MachineCpu {
         // user nice system idle iowait irq softirq steal [guest guest_nice]: guest time is
         // already counted in user, so only the first eight fields add up to the total.
         let total: u64 = v.iter().take(8).sum();
-        let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+        let field = |i: usize| v.get(i).copied().unwrap_or(0);
+        let (idle, steal) = (field(3) + field(4), field(7));
         Some(MachineCpu {
-            busy: total - idle,
+            busy: total - idle - steal,
+            steal,
             total,
         })
     }
@@ -151,6 +157,16 @@ impl MachineCpu {
     /// Busy CPU time between `earlier` and `self`.
     pub fn busy_since(&self, earlier: &MachineCpu) -> Duration {
         Duration::from_millis(self.busy.saturating_sub(earlier.busy) * 1000 / ticks_per_second())
+    }
+
+    /// The share of the machine's CPU time stolen by the hypervisor between `earlier` and
+    /// `self`, in percent (0 on bare metal, or where `/proc/stat` is unreadable).
+    pub fn steal_pct_since(&self, earlier: &MachineCpu) -> f64 {
+        let total = self.total.saturating_sub(earlier.total);
+        if total == 0 {
+            return 0.0;
+        }
+        self.steal.saturating_sub(earlier.steal) as f64 * 100.0 / total as f64
     }
 }
 
@@ -174,7 +190,11 @@ mod tests {
         let s = "cpu  100 5 50 1000 20 1 2 3 7 0\ncpu0 1 2 3 4\n";
         let m = MachineCpu::parse(s).unwrap();
         assert_eq!(m.total, 100 + 5 + 50 + 1000 + 20 + 1 + 2 + 3);
-        assert_eq!(m.busy, m.total - 1020);
+        assert_eq!(m.steal, 3);
+        assert_eq!(m.busy, m.total - 1020 - 3);
+        let later = MachineCpu::parse("cpu  200 5 100 1000 20 1 2 53 7 0\n").unwrap();
+        assert_eq!(later.steal_pct_since(&m), 25.0);
+        assert_eq!(m.steal_pct_since(&m), 0.0);
     }
 
     #[test]

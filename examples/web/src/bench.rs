@@ -105,9 +105,30 @@ pub fn parse_wrk(out: &str) -> Option<WrkReport> {
     (have_rps && have_total).then_some(r)
 }
 
-/// Busy and total jiffies of the whole machine (`/proc/stat`'s first line; busy is everything
-/// but idle and iowait).
-pub fn host_jiffies() -> Option<(u64, u64)> {
+/// The whole machine's CPU jiffies (`/proc/stat`'s first line).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Host {
+    /// Everything but idle, iowait and steal: time this machine's CPUs ran something.
+    pub busy: u64,
+    /// Time a virtual machine's CPUs were runnable while the hypervisor ran other guests.
+    pub steal: u64,
+    /// All of it.
+    pub total: u64,
+}
+
+impl Host {
+    /// The share of the machine's time stolen since `earlier`, in percent.
+    pub fn steal_pct_since(&self, earlier: &Host) -> f64 {
+        let total = self.total.saturating_sub(earlier.total);
+        if total == 0 {
+            return 0.0;
+        }
+        self.steal.saturating_sub(earlier.steal) as f64 * 100.0 / total as f64
+    }
+}
+
+/// The machine's jiffies now.
+pub fn host_jiffies() -> Option<Host> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let line = stat.lines().next()?;
     let v: Vec<u64> = line
@@ -120,7 +141,12 @@ pub fn host_jiffies() -> Option<(u64, u64)> {
         return None;
     }
     let total: u64 = v.iter().sum();
-    Some((total - v[3] - v[4], total))
+    let steal = v.get(7).copied().unwrap_or(0);
+    Some(Host {
+        busy: total - v[3] - v[4] - steal,
+        steal,
+        total,
+    })
 }
 
 /// User + system jiffies of a process, all its threads (`/proc/PID/stat` fields 14 and 15).
@@ -429,8 +455,9 @@ Transfer/sec:     15.00MB
 
     #[test]
     fn cpu_counters_read() {
-        let (busy, total) = host_jiffies().expect("/proc/stat");
-        assert!(busy <= total);
+        let h = host_jiffies().expect("/proc/stat");
+        assert!(h.busy + h.steal <= h.total);
+        assert_eq!(h.steal_pct_since(&h), 0.0);
         assert!(process_jiffies(std::process::id()).is_some());
         assert!(clock_ticks() > 0.0);
     }

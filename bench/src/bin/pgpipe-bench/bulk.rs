@@ -317,6 +317,7 @@ pub async fn drive<D: Db>(db: D, job: &Job, rows: u64) -> Measurement {
     m.throughput = rows as f64 / seconds;
     m.client_cpu_us = per_row(client);
     m.machine_cpu_us = per_row(b.machine.busy_since(&a.machine));
+    m.steal_pct = b.machine.steal_pct_since(&a.machine);
     m.proxy_cpu_us = per_row(b.proxy.saturating_sub(a.proxy));
     let runtime = RUNTIME_HEAP.with(|h| h.get()).unwrap_or(0);
     m.runtime_heap_bytes = Some(runtime as f64);

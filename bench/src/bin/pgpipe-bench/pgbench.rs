@@ -127,6 +127,7 @@ pub fn run(job: &Job) -> Result<Measurement, String> {
             .zip(cpu1)
             .map_or(0.0, |(a, b)| per_op(b.saturating_sub(a))),
         machine_cpu_us: per_op(machine1.busy_since(&machine0)),
+        steal_pct: machine1.steal_pct_since(&machine0),
         p50_us: q(0.5),
         p90_us: q(0.9),
         p99_us: q(0.99),

@@ -250,6 +250,7 @@ pub fn run(job: &Job, procs: usize, url: &str) -> Result<Measurement, String> {
     if m.ops > 0 {
         let per_op = |d: Duration| d.as_secs_f64() * 1e6 / m.ops as f64;
         m.machine_cpu_us = per_op(cpu1.busy_since(&cpu0));
+        m.steal_pct = cpu1.steal_pct_since(&cpu0);
         m.pooler_cpu_us = pooler0
             .zip(pooler1)
             .map(|(a, b)| per_op(b.saturating_sub(a)));

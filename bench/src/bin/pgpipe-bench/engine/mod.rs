@@ -98,6 +98,9 @@ pub struct Measurement {
     pub client_cpu_us: f64,
     /// Busy CPU of the whole machine (/proc/stat, server and proxy included), per op.
     pub machine_cpu_us: f64,
+    /// The share of the machine's CPU time the hypervisor gave to other guests during the
+    /// window, in percent (`/proc/stat` steal): a round with more has less CPU for everything.
+    pub steal_pct: f64,
     /// The delay proxy's thread, per op (0 when connecting directly).
     pub proxy_cpu_us: f64,
     /// Through PgBouncer: its process's CPU (user + system, 10 ms resolution) per op.
@@ -145,6 +148,9 @@ pub struct Measurement {
     pub slow_samples: Option<u64>,
     /// pgpipe only: units completed per readable tick, over the window.
     pub units_per_readable: Option<f64>,
+    /// Units completed per ReadyForQuery received (pgpipe): how many units shared a Sync on
+    /// average (1.0: none did; Sync coalescing, `docs/ROUTING.md`).
+    pub units_per_sync: Option<f64>,
     /// pgpipe only: socket write calls per unit, over the window (over TLS: writes of
     /// plaintext into the TLS session, each sealed and sent at once).
     pub writes_per_unit: Option<f64>,

@@ -74,6 +74,7 @@ pub(super) fn measurement(a: &Snapshot, b: &Snapshot, conns: i64, job: &Job) -> 
             first_error: r.first_error.borrow().clone(),
             client_cpu_us: per_op(client),
             machine_cpu_us: per_op(b.machine.busy_since(&a.machine)),
+            steal_pct: b.machine.steal_pct_since(&a.machine),
             proxy_cpu_us: per_op(b.proxy.saturating_sub(a.proxy)),
             pooler_cpu_us: a
                 .pooler
@@ -101,6 +102,7 @@ pub(super) fn measurement(a: &Snapshot, b: &Snapshot, conns: i64, job: &Job) -> 
             slow_p99_us: part(&slow, 0.99),
             slow_samples: split.then(|| slow.len()),
             units_per_readable: fill.as_ref().map(|f| f.units_per_readable),
+            units_per_sync: fill.as_ref().map(|f| f.units_per_sync),
             writes_per_unit: fill.as_ref().map(|f| f.writes_per_unit),
             bytes_per_write: fill.as_ref().map(|f| f.bytes_per_write),
             bytes_per_tls_record: fill.as_ref().and_then(|f| f.bytes_per_tls_record),
@@ -132,6 +134,7 @@ pub(super) fn measurement(a: &Snapshot, b: &Snapshot, conns: i64, job: &Job) -> 
 /// pgpipe's ratios over a window, from the counters at its start and end.
 struct Fill {
     units_per_readable: f64,
+    units_per_sync: f64,
     writes_per_unit: f64,
     bytes_per_write: f64,
     bytes_per_tls_record: Option<f64>,
@@ -142,6 +145,7 @@ impl Fill {
     fn between(a: &pgpipe::ConnStats, b: &pgpipe::ConnStats) -> Fill {
         let mut d = pgpipe::ConnStats::default();
         d.units_completed = b.units_completed - a.units_completed;
+        d.ready_received = b.ready_received - a.ready_received;
         d.readable_events = b.readable_events - a.readable_events;
         d.write_calls = b.write_calls - a.write_calls;
         d.bytes_out = b.bytes_out - a.bytes_out;
@@ -150,6 +154,7 @@ impl Fill {
         let tls = d.tls_records_out > 0;
         Fill {
             units_per_readable: d.units_per_readable(),
+            units_per_sync: per(d.units_completed, d.ready_received),
             writes_per_unit: d.writes_per_unit(),
             bytes_per_write: per(d.bytes_out, d.write_calls),
             bytes_per_tls_record: tls.then(|| d.bytes_per_tls_record()),

@@ -116,6 +116,37 @@ fn header(t: &mut String, cols: &[&str]) {
 
 /// A Markdown table of one scenario (median over rounds, min–max in parentheses).
 pub fn table(s: &ScenarioResult, rounds: usize) -> String {
+    let mut t = body(s, rounds);
+    steal_line(&mut t, s);
+    t
+}
+
+/// How much CPU the hypervisor took from the machine during the scenario's windows: a round
+/// that lost more had less CPU for client, server and proxy alike, and measures lower.
+fn steal_line(t: &mut String, s: &ScenarioResult) {
+    let mut runs: Vec<(f64, &str)> = s
+        .candidates
+        .iter()
+        .flat_map(|c| {
+            c.runs
+                .iter()
+                .map(|m| (m.steal_pct, c.candidate.name.as_str()))
+        })
+        .collect();
+    if runs.is_empty() || runs.iter().all(|(p, _)| *p == 0.0) {
+        return;
+    }
+    runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (max, who) = runs[runs.len() - 1];
+    let _ = writeln!(
+        t,
+        "\nCPU stolen by the hypervisor (`/proc/stat` steal, share of the machine's time) per \
+         window: median {:.1}%, max {max:.1}% ({who}).",
+        runs[runs.len() / 2].0
+    );
+}
+
+fn body(s: &ScenarioResult, rounds: usize) -> String {
     let mut t = String::new();
     let _ = writeln!(t, "### {}\n", s.id);
     let _ = writeln!(

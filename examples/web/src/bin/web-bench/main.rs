@@ -34,7 +34,7 @@ use pgpipe_web::bench::host_jiffies;
 
 use crate::args::{endpoint_path, parse_args, Args};
 use crate::charts::{replot, subtitle, write_charts};
-use crate::measure::{ensure_wrk, measure, run_wrk, Server};
+use crate::measure::{ensure_wrk, measure, run_wrk, Measured, Server};
 use crate::monitor::Monitor;
 use crate::results::{summarize, Run, Summary};
 
@@ -108,11 +108,11 @@ fn run(a: &Args) -> Result<bool, String> {
         .map(|o| !o.stdout.is_empty())
         .unwrap_or(false);
     let busy_before = {
-        let h0 = host_jiffies().unwrap_or((0, 0));
+        let h0 = host_jiffies().unwrap_or_default();
         std::thread::sleep(Duration::from_secs(1));
         let h1 = host_jiffies().unwrap_or(h0);
-        if h1.1 > h0.1 {
-            (h1.0 - h0.0) as f64 / (h1.1 - h0.1) as f64
+        if h1.total > h0.total {
+            (h1.busy - h0.busy) as f64 / (h1.total - h0.total) as f64
         } else {
             0.0
         }
@@ -165,7 +165,13 @@ fn run(a: &Args) -> Result<bool, String> {
                     }
                 }
                 match measure(a, &monitor, &server, &app_name, &target) {
-                    Ok((wrk, samples, cpu, host_busy)) => {
+                    Ok(Measured {
+                        wrk,
+                        samples,
+                        cpu,
+                        host_busy,
+                        steal_pct,
+                    }) => {
                         let req = wrk.requests.max(1) as f64;
                         let per = |s: f64| s / req * 1e6;
                         let counts = &samples.counts;
@@ -183,6 +189,7 @@ fn run(a: &Args) -> Result<bool, String> {
                             db_cpu_us: (!cpu[2].is_nan()).then(|| per(cpu[2])),
                             wrk_cpu_us: per(cpu[3]),
                             host_busy,
+                            steal_pct,
                             wrk,
                         };
                         println!(
@@ -279,6 +286,25 @@ fn run(a: &Args) -> Result<bool, String> {
                     ),
                 );
             }
+        }
+    }
+    // What the hypervisor took, per endpoint: a run that lost more CPU measures lower.
+    for (_, label) in &endpoints {
+        let mut steal: Vec<(f64, String, usize)> = runs
+            .iter()
+            .filter(|r| &r.endpoint == label)
+            .map(|r| (r.steal_pct, r.entry.clone(), r.round))
+            .collect();
+        steal.sort_by(|x, y| x.0.total_cmp(&y.0));
+        if let Some((max, who, round)) = steal.last().filter(|s| s.0 > 0.0) {
+            let _ = std::fmt::Write::write_fmt(
+                &mut aa,
+                format_args!(
+                    "CPU stolen by the hypervisor (/proc/stat steal), {label}: median {:.1}% of \
+                     the machine's time per run, max {max:.1}% ({who}, round {round})\n",
+                    steal[steal.len() / 2].0
+                ),
+            );
         }
     }
     // The goals of the issue.

@@ -145,14 +145,14 @@ pub(crate) fn measure(
     server: &Server,
     app_name: &str,
     url: &str,
-) -> Result<(WrkReport, Samples, [f64; 4], f64), String> {
+) -> Result<Measured, String> {
     let ticks = clock_ticks();
     let backend_cpu = |pids: &mut dyn Iterator<Item = i32>| -> HashMap<i32, u64> {
         pids.filter_map(|p| process_jiffies(p as u32).map(|j| (p, j)))
             .collect()
     };
     let db_before = backend_cpu(&mut monitor.backends(app_name).into_iter());
-    let host0 = host_jiffies().unwrap_or((0, 0));
+    let host0 = host_jiffies().unwrap_or_default();
     let app0 = process_jiffies(server.pid()).unwrap_or(0);
     let wrk0 = children_cpu_seconds();
     let done = AtomicBool::new(false);
@@ -191,18 +191,29 @@ pub(crate) fn measure(
             .sum::<u64>() as f64
             / ticks
     };
-    let host_busy = (host1.0 - host0.0) as f64 / ticks;
-    let host_frac = if host1.1 > host0.1 {
-        (host1.0 - host0.0) as f64 / (host1.1 - host0.1) as f64
+    let host_busy = (host1.busy - host0.busy) as f64 / ticks;
+    let host_frac = if host1.total > host0.total {
+        (host1.busy - host0.busy) as f64 / (host1.total - host0.total) as f64
     } else {
         0.0
     };
-    Ok((
-        report.0,
+    Ok(Measured {
+        wrk: report.0,
         samples,
-        [host_busy, app_cpu, db_cpu, wrk_cpu],
-        host_frac,
-    ))
+        cpu: [host_busy, app_cpu, db_cpu, wrk_cpu],
+        host_busy: host_frac,
+        steal_pct: host1.steal_pct_since(&host0),
+    })
+}
+
+/// One measured run: wrk's report, the samples taken meanwhile, CPU seconds (machine, server,
+/// its backends, wrk), the machine's busy fraction and the share the hypervisor stole.
+pub(crate) struct Measured {
+    pub(crate) wrk: WrkReport,
+    pub(crate) samples: Samples,
+    pub(crate) cpu: [f64; 4],
+    pub(crate) host_busy: f64,
+    pub(crate) steal_pct: f64,
 }
 
 /// Sampled while wrk runs: connection counts and the pids seen.

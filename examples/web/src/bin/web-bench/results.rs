@@ -25,6 +25,8 @@ pub(crate) struct Run {
     pub(crate) wrk_cpu_us: f64,
     /// Machine busy fraction over the window (0..1).
     pub(crate) host_busy: f64,
+    /// The share of the machine's time the hypervisor gave to other guests, in percent.
+    pub(crate) steal_pct: f64,
 }
 
 /// Median, min and max of some runs' figure.
