@@ -203,6 +203,15 @@ pub(crate) fn on_demand_opened(role: &'static str) {
     let _ = role;
 }
 
+/// A unit found the base connections work-bound, but no overflow connection opened: the
+/// machine had no CPU to spare (`Config::spare_cpu_pct`).
+pub(crate) fn overflow_held() {
+    #[cfg(feature = "tracing")]
+    ::tracing::debug!("pgpipe: overflow connection held back: no spare CPU");
+    #[cfg(feature = "metrics")]
+    ::metrics::counter!("pgpipe.connection.overflow_held").increment(1);
+}
+
 /// An on-demand connection retires after sitting idle.
 pub(crate) fn retired(role: &'static str) {
     #[cfg(feature = "tracing")]

@@ -47,6 +47,47 @@ pub trait Runtime: Clone + Unpin + 'static {
     fn now(&self) -> Instant;
     /// A timer firing at `deadline`.
     fn sleep_until(&self, deadline: Instant) -> Self::Sleep;
+
+    /// The machine's CPU counters now, for the rule that opens overflow connections only while
+    /// the machine has CPU to spare (`Config::spare_cpu_pct`). The default reads Linux's
+    /// `/proc/stat` ([`CpuSample::read`]); `None` where nothing can be read, and the rule then
+    /// stands aside. A runtime with a virtual clock returns its own counters, or `None`.
+    fn cpu_sample(&self) -> Option<CpuSample> {
+        CpuSample::read()
+    }
+}
+
+/// The machine's CPU time so far, summed over its CPUs, in the kernel's ticks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpuSample {
+    /// Time no task wanted a CPU (idle and I/O wait).
+    pub idle: u64,
+    /// All time, stolen by a hypervisor included.
+    pub total: u64,
+}
+
+impl CpuSample {
+    /// Reads `/proc/stat`'s aggregate `cpu` line; `None` elsewhere than Linux or when it
+    /// cannot be read.
+    pub fn read() -> Option<CpuSample> {
+        Self::parse(&std::fs::read_to_string("/proc/stat").ok()?)
+    }
+
+    /// Parses the aggregate `cpu` line of a `/proc/stat` text (`user nice system idle iowait
+    /// irq softirq steal ...`; guest time is already in user, so eight fields add up).
+    pub fn parse(stat: &str) -> Option<CpuSample> {
+        let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+        let mut total = 0u64;
+        let mut idle = 0u64;
+        for (i, field) in line.split_whitespace().skip(1).take(8).enumerate() {
+            let v: u64 = field.parse().ok()?;
+            total = total.saturating_add(v);
+            if i == 3 || i == 4 {
+                idle = idle.saturating_add(v);
+            }
+        }
+        (total > 0).then_some(CpuSample { idle, total })
+    }
 }
 
 /// Spawns a detached task running `F` on the runtime.
@@ -247,6 +288,27 @@ impl<R: Runtime, T> Future for Deadline<'_, R, T> {
         match Pin::new(sleep).poll(cx) {
             Poll::Ready(_) => Poll::Ready(Err(crate::Error::Timeout)),
             Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CpuSample;
+
+    #[test]
+    fn the_aggregate_cpu_line_gives_idle_and_total() {
+        // user nice system idle iowait irq softirq steal guest guest_nice
+        let stat = "cpu  100 5 50 1000 20 1 2 3 7 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n";
+        let s = CpuSample::parse(stat).expect("a cpu line");
+        assert_eq!(s.idle, 1020);
+        assert_eq!(s.total, 100 + 5 + 50 + 1000 + 20 + 1 + 2 + 3);
+        assert_eq!(CpuSample::parse("cpu0 1 2 3 4\n"), None);
+        assert_eq!(CpuSample::parse("cpu  1 x 3 4\n"), None);
+        assert_eq!(CpuSample::parse("cpu  0 0 0 0 0\n"), None);
+        if cfg!(target_os = "linux") {
+            let s = CpuSample::read().expect("/proc/stat on Linux");
+            assert!(s.idle <= s.total);
         }
     }
 }

@@ -129,6 +129,9 @@ pub struct Stats {
     /// Catalog queries run to look up types `postgres-types` does not know (enums, domains,
     /// composites, ranges, ...): paid by the first statement that meets a type, once per client.
     pub type_lookups: u64,
+    /// Units that found the base connections work-bound but opened no overflow connection,
+    /// because the machine had no CPU to spare (`Config::spare_cpu_pct`).
+    pub overflow_held_busy_cpu: u64,
     /// Exclusive connections (sessions and transactions).
     pub exclusive: ExclusiveStats,
 }

@@ -325,6 +325,11 @@ impl Runtime for Sim {
             key: None,
         }
     }
+
+    /// The real machine's counters would make a seed's run depend on the machine: none.
+    fn cpu_sample(&self) -> Option<pgpipe::rt::CpuSample> {
+        None
+    }
 }
 
 impl<F: Future<Output = ()> + 'static> Spawn<F> for Sim {

@@ -1,7 +1,7 @@
 //! The connection service callers use: `pipeline_size` pipelined connections behind one handle,
 //! and up to `max_connections` when slow statements or saturating server work call for more.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed, Ordering::Release};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::Release};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -27,6 +27,7 @@ mod checkout;
 mod on_demand;
 mod route;
 mod run;
+mod spare;
 
 pub use batch::{Batch, StatementResult};
 
@@ -100,6 +101,10 @@ struct Inner<R> {
     gate: Arc<Gate>,
     /// Server types `postgres-types` does not know, looked up once for all connections.
     pub(crate) types: Arc<TypeCache>,
+    /// Whether the machine has CPU to spare for an overflow connection (`spare_cpu_pct`).
+    spare: std::sync::Mutex<spare::SpareCpu>,
+    /// Overflow connections not opened for want of spare CPU.
+    overflow_held: AtomicU64,
 }
 
 impl<R> Inner<R> {
@@ -190,8 +195,11 @@ impl<R: Adapter> Client<R> {
         let guard = Guard::with_extensions(config.guard, cfg.extensions.clone());
         let session_guard =
             Guard::with_extensions(crate::guard::Mode::Strict, cfg.extensions.clone());
+        let spare = spare::SpareCpu::new(config.spare_cpu_pct);
         let client = Client {
             inner: Arc::new(Inner {
+                spare: std::sync::Mutex::new(spare),
+                overflow_held: AtomicU64::new(0),
                 rt,
                 open_fn: open_on_demand::<R>,
                 closing: AtomicBool::new(false),
@@ -277,6 +285,7 @@ impl<R: Runtime> Client<R> {
             }
         }
         s.type_lookups = self.inner.types.lookups.load(Relaxed);
+        s.overflow_held_busy_cpu = self.inner.overflow_held.load(Relaxed);
         s.exclusive = self.inner.pinned.stats();
         s
     }

@@ -100,12 +100,25 @@ impl<R: Runtime> Client<R> {
                 opening = true;
             }
         }
-        if !opening && best.is_work_bound() {
+        if !opening && best.is_work_bound() && self.spare_cpu() == Some(true) {
             if let Some(c) = self.open_and_wait(Role::Overflow, deadline).await {
                 return c;
             }
         }
         best
+    }
+
+    /// Whether the machine has CPU to spare for one more connection (`spare_cpu_pct`,
+    /// `client/spare.rs`; `None`: still measuring); a refusal is counted.
+    fn spare_cpu(&self) -> Option<bool> {
+        let inner = &*self.inner;
+        let spare =
+            crate::sched::lock(&inner.spare).check(inner.rt.now(), || inner.rt.cpu_sample());
+        if spare == Some(false) {
+            inner.overflow_held.fetch_add(1, Relaxed);
+            crate::observe::overflow_held();
+        }
+        spare
     }
 
     /// Where a unit estimated slow (`est` ns) runs: an idle lane (lowest slot first, so the

@@ -149,6 +149,13 @@ pub struct Config {
     /// the count. A connection stopped by this limit with under 16 units (or a quarter of `max_in_flight`) in
     /// flight and units waiting is work-bound: the signal to open an overflow connection.
     pub max_queue_work: Duration,
+    /// Overflow connections open only while at least this share of the machine's CPU time, in
+    /// percent, was idle over the last second or more (`spare_cpu_pct`, default 5; 0 turns the
+    /// check off). An overflow connection adds server capacity, which a client whose machine
+    /// has no CPU to spare cannot use: its own queueing then looks like server work. Measured
+    /// from `/proc/stat` (see [`crate::rt::Runtime::cpu_sample`]); where it cannot be read,
+    /// overflow connections open as before. Lanes for statements estimated slow are not held.
+    pub spare_cpu_pct: u8,
     /// Fair lanes (`fair_lanes`, default on): while every lane has slow statements queued
     /// and no more lanes can be opened, fast statements wait (up to 20 ms) until a lane has
     /// none, so slow work is not starved by the fast path's pace (see `docs/ROUTING.md`).
@@ -218,6 +225,7 @@ impl Default for Config {
             max_connections: 16,
             slow_threshold: Duration::from_micros(2000),
             max_queue_work: Duration::from_micros(10_000),
+            spare_cpu_pct: 5,
             idle_timeout: Duration::from_millis(2000),
             fair_lanes: true,
             sync_coalescing: true,
@@ -269,6 +277,7 @@ impl fmt::Debug for Config {
             .field("max_queue_work", &self.max_queue_work)
             .field("idle_timeout", &self.idle_timeout)
             .field("fair_lanes", &self.fair_lanes)
+            .field("spare_cpu_pct", &self.spare_cpu_pct)
             .field("sync_coalescing", &self.sync_coalescing)
             .field("health_check", &self.health_check)
             .field("max_message_size", &self.max_message_size)

@@ -92,6 +92,7 @@ pub(crate) const KEYWORDS: &[Keyword] = &[
     own("statement_cache_size"),
     own("named_statements"),
     own("fair_lanes"),
+    own("spare_cpu_pct"),
     own("sync_coalescing"),
     own("trace_sql"),
     own("max_message_size"),

@@ -66,6 +66,7 @@ impl Config {
             "max_connections" => self.max_connections.to_string(),
             "slow_threshold_us" => self.slow_threshold.as_micros().to_string(),
             "max_queue_work_us" => self.max_queue_work.as_micros().to_string(),
+            "spare_cpu_pct" => self.spare_cpu_pct.to_string(),
             "idle_timeout_ms" => self.idle_timeout.as_millis().to_string(),
             "checkout_timeout_ms" => ms(self.checkout_timeout),
             "health_check_ms" => ms(self.health_check),
@@ -128,6 +129,13 @@ impl Config {
             "max_connections" => self.max_connections = num(key, v)?,
             "slow_threshold_us" => self.slow_threshold = Duration::from_micros(num(key, v)?),
             "max_queue_work_us" => self.max_queue_work = Duration::from_micros(num(key, v)?),
+            "spare_cpu_pct" => {
+                let pct: u8 = num(key, v)?;
+                if pct > 100 {
+                    return Err(bad(&format!("spare_cpu_pct={pct} is above 100 (percent)")));
+                }
+                self.spare_cpu_pct = pct;
+            }
             "idle_timeout_ms" => self.idle_timeout = Duration::from_millis(num(key, v)?),
             "checkout_timeout_ms" => {
                 let ms: u64 = num(key, v)?;
@@ -206,7 +214,7 @@ mod tests {
             assert_eq!(again, base, "{key}={value} changed the configuration");
             n += 1;
         }
-        assert_eq!(n, 23);
+        assert_eq!(n, 24);
         assert_eq!(base.pgpipe_option("sslmode"), None);
         assert_eq!(base.pgpipe_option("pipeline_size").as_deref(), Some("4"));
         assert_eq!(

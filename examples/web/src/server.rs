@@ -22,11 +22,6 @@ use crate::app::{self, Db, Endpoint, Reply};
 use crate::db::PgShared;
 use crate::glommio_io::HyperIo;
 
-/// pgpipe options of the pgpipe variants unless `--pgpipe-options` says otherwise: a window
-/// of 256 units per connection (pgpipe's default is 64), since `/queries?q=20` from hundreds
-/// of HTTP connections puts thousands of statements in flight on a few connections.
-pub const DEFAULT_PGPIPE_OPTIONS: &str = "max_in_flight=256";
-
 /// Which stack serves the endpoints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Variant {
@@ -103,8 +98,7 @@ pub struct Options {
     /// pgpipe: `pipeline_size` (per executor on glommio); deadpool: `max_size`;
     /// tokio-postgres: clients.
     pub connections: usize,
-    /// pgpipe's `max_connections` (per executor on glommio); `None` means `connections`, so
-    /// pgpipe opens no connection on demand.
+    /// pgpipe's `max_connections` (per executor on glommio); `None`: pgpipe's default.
     pub max_connections: Option<usize>,
     /// `application_name` of every server connection, so they can be counted.
     pub application_name: String,
@@ -112,7 +106,7 @@ pub struct Options {
     /// default) or let the kernel place them (`Unbound`).
     pub pin: bool,
     /// More pgpipe options for the pgpipe variants, `key=value&key=value`, applied on top of
-    /// the URL's (default [`DEFAULT_PGPIPE_OPTIONS`]); `pipeline_size` and `max_connections`
+    /// the URL's (none by default: pgpipe's defaults); `pipeline_size` and `max_connections`
     /// come from `connections` and `max_connections`.
     pub pgpipe_options: Option<String>,
 }
@@ -130,12 +124,7 @@ impl Options {
             max_connections: None,
             application_name: format!("pgpipe-web-{}", variant.name()),
             pin: true,
-            pgpipe_options: match variant {
-                Variant::PgpipeGlommio | Variant::PgpipeTokio => {
-                    Some(DEFAULT_PGPIPE_OPTIONS.to_string())
-                }
-                _ => None,
-            },
+            pgpipe_options: None,
         }
     }
 
@@ -150,8 +139,9 @@ impl Options {
         };
         let mut cfg = pgpipe::Config::parse(&url).map_err(|e| e.to_string())?;
         cfg.pipeline_size = self.connections.max(1);
-        // No elasticity unless asked for: the connections used are the ones configured.
-        cfg.max_connections = self.max_connections.unwrap_or(cfg.pipeline_size);
+        if let Some(k) = self.max_connections {
+            cfg.max_connections = k;
+        }
         cfg.application_name = Some(self.application_name.clone());
         Ok(cfg)
     }

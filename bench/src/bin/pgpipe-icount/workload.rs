@@ -232,6 +232,10 @@ impl Runtime for Metered {
     fn sleep_until(&self, deadline: Instant) -> Sleep {
         self.0.sleep_until(deadline)
     }
+
+    fn cpu_sample(&self) -> Option<pgpipe::rt::CpuSample> {
+        self.0.cpu_sample()
+    }
 }
 
 impl<F: Future<Output = ()> + 'static> Spawn<F> for Metered {

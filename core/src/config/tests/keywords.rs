@@ -156,6 +156,8 @@ const ACCEPTED: &[(&str, Check)] = &[
     }),
     ("named_statements=off", |c| !c.named_statements),
     ("fair_lanes=off", |c| !c.fair_lanes),
+    ("spare_cpu_pct=0", |c| c.spare_cpu_pct == 0),
+    ("spare_cpu_pct=100", |c| c.spare_cpu_pct == 100),
     ("trace_sql=on", |c| c.trace_sql),
     ("max_message_size=65536", |c| c.max_message_size == 65536),
     ("sync_coalescing=off", |c| !c.sync_coalescing),
@@ -399,6 +401,7 @@ fn set_applies_one_keyword() {
     );
     assert!(c.set("nope", "1").is_err());
     assert!(c.set("nope", "").is_err());
+    assert!(c.set("spare_cpu_pct", "101").is_err(), "a share above 100%");
 }
 
 /// A documented default as the code would print it: `none` is a timeout that is off (`0`),
