@@ -102,6 +102,7 @@ impl<R: Runtime> Client<R> {
         }
         if !opening && best.is_work_bound() && self.spare_cpu() == Some(true) {
             if let Some(c) = self.open_and_wait(Role::Overflow, deadline).await {
+                crate::sched::lock(&inner.spare).opened();
                 return c;
             }
         }

@@ -85,6 +85,17 @@ impl SpareCpu {
     }
 }
 
+impl SpareCpu {
+    /// An overflow connection just opened: the next one waits for a second measured with it in
+    /// place (the machine's idle share was measured without it), so connections open one at
+    /// a time and only while each still leaves CPU to spare.
+    pub(crate) fn opened(&mut self) {
+        self.last_check = None;
+        self.from = None;
+        self.spare = None;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,6 +160,18 @@ mod tests {
             None
         );
         assert_eq!(g.check(at(t0, 62_000), || s(50_001, 60_200)), Some(false));
+    }
+
+    #[test]
+    fn after_an_opening_the_next_waits_for_a_second_measured_with_it() {
+        let t0 = Instant::now();
+        let mut g = SpareCpu::new(5);
+        assert_eq!(g.check(at(t0, 0), || s(0, 0)), None);
+        assert_eq!(g.check(at(t0, 1000), || s(100, 200)), Some(true));
+        g.opened();
+        assert_eq!(g.check(at(t0, 1010), || s(101, 202)), None);
+        assert_eq!(g.check(at(t0, 1500), || panic!("within the second")), None);
+        assert_eq!(g.check(at(t0, 2010), || s(102, 402)), Some(false));
     }
 
     #[test]
