@@ -160,6 +160,50 @@ pub fn process_jiffies(pid: u32) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// Context switches of a process so far, all its threads (`voluntary_ctxt_switches` plus
+/// `nonvoluntary_ctxt_switches` of every `/proc/PID/task/*/status`): how often its threads left
+/// the CPU, which for an event loop is mostly how often it went to sleep waiting for I/O.
+pub fn process_context_switches(pid: u32) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total = 0;
+    for task in tasks.flatten() {
+        // A thread that ended meanwhile is simply not counted.
+        if let Ok(status) = std::fs::read_to_string(task.path().join("status")) {
+            total += context_switches_of(&status);
+        }
+    }
+    Some(total)
+}
+
+/// The sum of the two context-switch counters of a `/proc/.../status` text.
+pub fn context_switches_of(status: &str) -> u64 {
+    status
+        .lines()
+        .filter_map(|l| {
+            let (key, value) = l.split_once(':')?;
+            matches!(
+                key,
+                "voluntary_ctxt_switches" | "nonvoluntary_ctxt_switches"
+            )
+            .then(|| value.trim().parse::<u64>().ok())?
+        })
+        .sum()
+}
+
+/// The counts of `perf stat -x ,` output (its stderr): event name and count, for every line
+/// that counted (`<not counted>` and `<not supported>` lines are left out).
+pub fn parse_perf_csv(text: &str) -> Vec<(String, u64)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split(',');
+            let count = f.next()?.trim().parse::<u64>().ok()?;
+            let _unit = f.next()?;
+            let event = f.next()?.trim();
+            (!event.is_empty()).then(|| (event.to_string(), count))
+        })
+        .collect()
+}
+
 /// Jiffies per second.
 pub fn clock_ticks() -> f64 {
     // SAFETY: sysconf reads a constant of the C library; no memory is passed.
@@ -419,6 +463,31 @@ pub fn bar_chart_svg(c: &BarChart) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn context_switches_add_both_counters() {
+        let status = "Name:\tweb\nvoluntary_ctxt_switches:\t120\nnonvoluntary_ctxt_switches:\t7\n";
+        assert_eq!(context_switches_of(status), 127);
+        assert_eq!(context_switches_of("Name:\tweb\n"), 0);
+        let me = process_context_switches(std::process::id()).expect("/proc on Linux");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert!(process_context_switches(std::process::id()).expect("again") > me);
+    }
+
+    #[test]
+    fn perf_csv_gives_the_counted_events() {
+        let out =
+            "# started on Sat Dec  5\n\n1003830,,raw_syscalls:sys_enter,6001234567,100.00,,\n\
+                   760032,,syscalls:sys_enter_io_uring_enter,6001234567,100.00,,\n\
+                   <not counted>,,syscalls:sys_enter_futex,0,0.00,,\n";
+        assert_eq!(
+            parse_perf_csv(out),
+            vec![
+                ("raw_syscalls:sys_enter".to_string(), 1_003_830),
+                ("syscalls:sys_enter_io_uring_enter".to_string(), 760_032),
+            ]
+        );
+    }
 
     const SAMPLE: &str = "Running 8s test @ http://127.0.0.1:40000/queries?q=20
   2 threads and 256 connections

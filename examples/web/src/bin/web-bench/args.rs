@@ -8,13 +8,15 @@ use pgpipe_web::server::Variant;
 /// The `--help` text.
 const USAGE: &str = "usage: web-bench [--quick] [--rounds N] [--warmup S] [--duration S] \
 [--connections C] [--wrk-threads T] [--variants a,b,..] [--endpoints db,queries,fortunes,updates] \
-[--queries Q] [--max-connections K] [--pgpipe-options k=v&..] [--out-dir DIR] [--svg-dir DIR] [--update-docs] [--url URL]
+[--queries Q] [--max-connections K] [--pgpipe-options k=v&..] [--syscalls] [--out-dir DIR] [--svg-dir DIR] [--update-docs] [--url URL]
        web-bench --replot target/web-bench/web-bench-N.json [--svg-dir DIR]  (charts of a saved run)
   variants: pgpipe-glommio, pgpipe-tokio-axum, axum-deadpool, axum-tokio-postgres, each with
   options NAME[:cN][:mK][:wM][:unpinned] (connections, pgpipe max_connections, max_in_flight,
   glommio executors not pinned) and a #tag to enter one again (the A/A control).
   Default: all four plus pgpipe-glommio#2. Results and charts go to --out-dir (target/web-bench);
   --update-docs writes the charts to docs/bench/ instead (the committed report).
+  --syscalls counts the server's system calls (and io_uring_enter calls) per request with
+  `perf stat` (needs perf and root; off by default, since counting costs each call a little).
   web-bench serve ... runs one server (what the benchmark starts as its child).";
 
 /// The command line, parsed: a field per flag (see `USAGE`), the defaults (or `--quick`'s)
@@ -31,6 +33,7 @@ pub(crate) struct Args {
     pub(crate) queries: usize,
     pub(crate) max_connections: Option<usize>,
     pub(crate) pgpipe_options: Option<String>,
+    pub(crate) syscalls: bool,
     pub(crate) out_dir: PathBuf,
     pub(crate) svg_dir: PathBuf,
     update_docs: bool,
@@ -60,6 +63,7 @@ pub(crate) fn parse_args(raw: &[String]) -> Result<Args, String> {
         queries: 20,
         max_connections: None,
         pgpipe_options: None,
+        syscalls: false,
         out_dir: PathBuf::from("target/web-bench"),
         svg_dir: PathBuf::from("target/web-bench"),
         update_docs: false,
@@ -99,6 +103,7 @@ pub(crate) fn parse_args(raw: &[String]) -> Result<Args, String> {
                 svg_set = true
             }
             "--update-docs" => a.update_docs = true,
+            "--syscalls" => a.syscalls = true,
             "--url" => a.url = Some(value()?),
             "--replot" => a.replot = Some(value()?.into()),
             "-h" | "--help" => return Err(USAGE.into()),

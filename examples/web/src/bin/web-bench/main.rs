@@ -34,9 +34,9 @@ use pgpipe_web::bench::host_jiffies;
 
 use crate::args::{endpoint_path, parse_args, Args};
 use crate::charts::{replot, subtitle, write_charts};
-use crate::measure::{ensure_wrk, measure, run_wrk, Measured, Server};
+use crate::measure::{check_perf, ensure_wrk, measure, run_wrk, Measured, Server};
 use crate::monitor::Monitor;
-use crate::results::{summarize, Run, Summary};
+use crate::results::{calls_cell, per_request_calls, summarize, Run, Summary};
 
 fn main() {
     let raw: Vec<String> = std::env::args().skip(1).collect();
@@ -77,6 +77,9 @@ fn main() {
 fn run(a: &Args) -> Result<bool, String> {
     let started = Instant::now();
     ensure_wrk()?;
+    if a.syscalls {
+        check_perf()?;
+    }
     // No URL: a throwaway cluster of the tests' harness, removed when this returns.
     let (_cluster, admin_url) = match &a.url {
         Some(u) => (None, u.clone()),
@@ -171,6 +174,8 @@ fn run(a: &Args) -> Result<bool, String> {
                         cpu,
                         host_busy,
                         steal_pct,
+                        switches,
+                        syscalls,
                     }) => {
                         let req = wrk.requests.max(1) as f64;
                         let per = |s: f64| s / req * 1e6;
@@ -190,10 +195,13 @@ fn run(a: &Args) -> Result<bool, String> {
                             wrk_cpu_us: per(cpu[3]),
                             host_busy,
                             steal_pct,
+                            app_switches: switches.map(|n| n as f64 / req),
+                            app_syscalls: syscalls.map(|[all, _]| all as f64 / req),
+                            app_uring_enters: syscalls.map(|[_, uring]| uring as f64 / req),
                             wrk,
                         };
                         println!(
-                            "round {} {:<20} {:<12} {:>9.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms  errors {}  conns {:.1}/{}  cpu/req host {:.0} app {:.0} db {} wrk {:.0} µs",
+                            "round {} {:<20} {:<12} {:>9.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms  errors {}  conns {:.1}/{}  cpu/req host {:.0} app {:.0} db {} wrk {:.0} µs{}",
                             run.round,
                             run.entry,
                             run.endpoint,
@@ -206,7 +214,8 @@ fn run(a: &Args) -> Result<bool, String> {
                             run.host_cpu_us,
                             run.app_cpu_us,
                             run.db_cpu_us.map_or("-".into(), |v| format!("{v:.0}")),
-                            run.wrk_cpu_us
+                            run.wrk_cpu_us,
+                            per_request_calls(run.app_switches, run.app_syscalls, run.app_uring_enters)
                         );
                         runs.push(run);
                     }
@@ -230,8 +239,8 @@ fn run(a: &Args) -> Result<bool, String> {
             &mut tables,
             format_args!(
                 "\n### {label} (wrk -c{}, {} s, median of {} rounds, min–max)\n\n\
-                 | variant | req/s | p50 ms | p90 ms | p99 ms | max ms | errors | server conns avg / max | host CPU µs/req | app µs/req | db µs/req | wrk µs/req |\n\
-                 |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+                 | variant | req/s | p50 ms | p90 ms | p99 ms | max ms | errors | server conns avg / max | host CPU µs/req | app µs/req | db µs/req | wrk µs/req | app switches / syscalls / io_uring_enter per req |\n\
+                 |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
                 a.connections, a.duration, a.rounds
             ),
         );
@@ -242,7 +251,7 @@ fn run(a: &Args) -> Result<bool, String> {
             let _ = std::fmt::Write::write_fmt(
                 &mut tables,
                 format_args!(
-                    "| {} | {:.0} ({:.0}–{:.0}) | {:.2} | {:.2} | {:.2} | {:.1} | {} | {:.1} / {} | {:.0} | {:.0} | {} | {:.0} |\n",
+                    "| {} | {:.0} ({:.0}–{:.0}) | {:.2} | {:.2} | {:.2} | {:.1} | {} | {:.1} / {} | {:.0} | {:.0} | {} | {:.0} | {} |\n",
                     s.entry,
                     s.rps.median,
                     s.rps.min,
@@ -257,7 +266,8 @@ fn run(a: &Args) -> Result<bool, String> {
                     s.host_cpu_us.median,
                     s.app_cpu_us.median,
                     s.db_cpu_us.map_or("-".into(), |d| format!("{:.0}", d.median)),
-                    s.wrk_cpu_us.median
+                    s.wrk_cpu_us.median,
+                    calls_cell(&s)
                 ),
             );
             summaries.push(s);

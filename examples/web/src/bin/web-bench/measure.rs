@@ -9,7 +9,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use pgpipe_web::bench::{
-    children_cpu_seconds, clock_ticks, host_jiffies, parse_wrk, process_jiffies, WrkReport,
+    children_cpu_seconds, clock_ticks, host_jiffies, parse_perf_csv, parse_wrk,
+    process_context_switches, process_jiffies, WrkReport,
 };
 
 use crate::args::{entry_flags, variant_of, Args};
@@ -138,6 +139,71 @@ pub(crate) fn ensure_wrk() -> Result<(), String> {
     }
 }
 
+/// The tracepoints `--syscalls` counts: every system call, and io_uring's submit-and-wait.
+const SYSCALL_EVENTS: &str = "raw_syscalls:sys_enter,syscalls:sys_enter_io_uring_enter";
+
+/// Whether `perf stat` can count the system-call tracepoints here (`--syscalls` needs it).
+pub(crate) fn check_perf() -> Result<(), String> {
+    let out = Command::new("perf")
+        .args(["stat", "-x", ",", "-e", SYSCALL_EVENTS, "--", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .output()
+        .map_err(|e| format!("--syscalls needs perf (Debian's linux-perf): {e}"))?;
+    let counted = parse_perf_csv(&String::from_utf8_lossy(&out.stderr));
+    if out.status.success() && counted.len() == 2 {
+        Ok(())
+    } else {
+        Err(format!(
+            "--syscalls: perf cannot count {SYSCALL_EVENTS} here (root, or \
+             kernel.perf_event_paranoid <= -1, and tracefs are needed): {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// `perf stat` counting a process's system calls for a number of seconds, beside wrk.
+struct SyscallCount(Child);
+
+impl SyscallCount {
+    fn start(pid: u32, seconds: u64) -> Result<SyscallCount, String> {
+        Command::new("perf")
+            .args([
+                "stat",
+                "-x",
+                ",",
+                "-e",
+                SYSCALL_EVENTS,
+                "-p",
+                &pid.to_string(),
+            ])
+            .args(["--", "sleep", &seconds.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map(SyscallCount)
+            .map_err(|e| format!("perf stat: {e}"))
+    }
+
+    /// All system calls and io_uring_enter calls over the window.
+    fn finish(self) -> Result<[u64; 2], String> {
+        let out = self.0.wait_with_output().map_err(|e| e.to_string())?;
+        let counts = parse_perf_csv(&String::from_utf8_lossy(&out.stderr));
+        let get = |name: &str| counts.iter().find(|(e, _)| e == name).map(|(_, n)| *n);
+        match (
+            get("raw_syscalls:sys_enter"),
+            get("syscalls:sys_enter_io_uring_enter"),
+        ) {
+            (Some(all), Some(uring)) => Ok([all, uring]),
+            _ => Err(format!(
+                "perf stat counted nothing: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )),
+        }
+    }
+}
+
 /// One measured wrk run with the counters around it.
 pub(crate) fn measure(
     a: &Args,
@@ -154,7 +220,12 @@ pub(crate) fn measure(
     let db_before = backend_cpu(&mut monitor.backends(app_name).into_iter());
     let host0 = host_jiffies().unwrap_or_default();
     let app0 = process_jiffies(server.pid()).unwrap_or(0);
+    let switches0 = process_context_switches(server.pid());
     let wrk0 = children_cpu_seconds();
+    let perf = match a.syscalls {
+        true => Some(SyscallCount::start(server.pid(), a.duration)?),
+        false => None,
+    };
     let done = AtomicBool::new(false);
     let samples = Mutex::new(Samples::default());
     let report = std::thread::scope(|s| {
@@ -172,7 +243,11 @@ pub(crate) fn measure(
         done.store(true, Ordering::Relaxed);
         r
     })?;
+    let syscalls = perf.map(SyscallCount::finish).transpose()?;
     let wrk_cpu = children_cpu_seconds() - wrk0;
+    let switches = switches0
+        .zip(process_context_switches(server.pid()))
+        .map(|(s0, s1)| s1.saturating_sub(s0));
     let app_cpu = process_jiffies(server.pid())
         .unwrap_or(app0)
         .saturating_sub(app0) as f64
@@ -203,17 +278,23 @@ pub(crate) fn measure(
         cpu: [host_busy, app_cpu, db_cpu, wrk_cpu],
         host_busy: host_frac,
         steal_pct: host1.steal_pct_since(&host0),
+        switches,
+        syscalls,
     })
 }
 
 /// One measured run: wrk's report, the samples taken meanwhile, CPU seconds (machine, server,
-/// its backends, wrk), the machine's busy fraction and the share the hypervisor stole.
+/// its backends, wrk), the machine's busy fraction, the share the hypervisor stole, the
+/// server's context switches and (`--syscalls`) its system calls and io_uring_enter calls over
+/// the window (perf counts for the window's length, started just before wrk).
 pub(crate) struct Measured {
     pub(crate) wrk: WrkReport,
     pub(crate) samples: Samples,
     pub(crate) cpu: [f64; 4],
     pub(crate) host_busy: f64,
     pub(crate) steal_pct: f64,
+    pub(crate) switches: Option<u64>,
+    pub(crate) syscalls: Option<[u64; 2]>,
 }
 
 /// Sampled while wrk runs: connection counts and the pids seen.

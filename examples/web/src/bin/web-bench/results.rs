@@ -27,6 +27,12 @@ pub(crate) struct Run {
     pub(crate) host_busy: f64,
     /// The share of the machine's time the hypervisor gave to other guests, in percent.
     pub(crate) steal_pct: f64,
+    /// The server process's context switches per request (all threads).
+    pub(crate) app_switches: Option<f64>,
+    /// The server process's system calls per request (`--syscalls`).
+    pub(crate) app_syscalls: Option<f64>,
+    /// Of those, io_uring_enter calls per request (`--syscalls`).
+    pub(crate) app_uring_enters: Option<f64>,
 }
 
 /// Median, min and max of some runs' figure.
@@ -73,6 +79,14 @@ pub(crate) struct Summary {
     pub(crate) app_cpu_us: Stat,
     pub(crate) db_cpu_us: Option<Stat>,
     pub(crate) wrk_cpu_us: Stat,
+    /// Context switches, system calls and io_uring_enter calls of the server per request,
+    /// where every round has them (runs saved before they were counted have none).
+    #[serde(default)]
+    pub(crate) app_switches: Option<Stat>,
+    #[serde(default)]
+    pub(crate) app_syscalls: Option<Stat>,
+    #[serde(default)]
+    pub(crate) app_uring_enters: Option<Stat>,
 }
 
 /// The summary of `entry`'s runs on `endpoint`; None without any.
@@ -83,6 +97,11 @@ pub(crate) fn summarize(runs: &[Run], entry: &str, endpoint: &str) -> Option<Sum
         .collect();
     let f = |g: &dyn Fn(&Run) -> f64| stat(mine.iter().map(|r| g(r)).collect());
     let db: Vec<f64> = mine.iter().filter_map(|r| r.db_cpu_us).collect();
+    // A figure some rounds lack is left out rather than summarized over fewer rounds.
+    let every = |g: &dyn Fn(&Run) -> Option<f64>| {
+        let v: Vec<f64> = mine.iter().filter_map(|r| g(r)).collect();
+        (v.len() == mine.len()).then(|| stat(v)).flatten()
+    };
     Some(Summary {
         entry: entry.into(),
         endpoint: endpoint.into(),
@@ -103,5 +122,39 @@ pub(crate) fn summarize(runs: &[Run], entry: &str, endpoint: &str) -> Option<Sum
             None
         },
         wrk_cpu_us: f(&|r| r.wrk_cpu_us)?,
+        app_switches: every(&|r| r.app_switches),
+        app_syscalls: every(&|r| r.app_syscalls),
+        app_uring_enters: every(&|r| r.app_uring_enters),
     })
+}
+
+/// The end of a round's line: the server's context switches per request, and with `--syscalls`
+/// its system calls and io_uring_enter calls per request.
+pub(crate) fn per_request_calls(
+    switches: Option<f64>,
+    syscalls: Option<f64>,
+    uring: Option<f64>,
+) -> String {
+    let mut s = String::new();
+    if let Some(n) = switches {
+        s += &format!("  switches/req {n:.2}");
+    }
+    if let (Some(all), Some(u)) = (syscalls, uring) {
+        s += &format!("  syscalls/req {all:.1} (io_uring_enter {u:.1})");
+    }
+    s
+}
+
+/// The table's last cell: switches / syscalls / io_uring_enter per request, medians, `-` where
+/// not counted.
+pub(crate) fn calls_cell(s: &Summary) -> String {
+    let m = |v: Option<Stat>, digits: usize| {
+        v.map_or("-".into(), |v| format!("{:.*}", digits, v.median))
+    };
+    format!(
+        "{} / {} / {}",
+        m(s.app_switches, 2),
+        m(s.app_syscalls, 1),
+        m(s.app_uring_enters, 1)
+    )
 }
