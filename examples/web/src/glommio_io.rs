@@ -11,7 +11,22 @@ use futures_lite::{AsyncRead, AsyncWrite};
 const READ_CHUNK: usize = 8 * 1024;
 
 /// A futures-io stream seen through hyper's I/O traits.
-pub struct HyperIo<S>(pub S);
+pub struct HyperIo<S> {
+    io: S,
+    /// Initialized memory to read into, once per connection: a buffer on the stack would be
+    /// zeroed on every call, the ones that find nothing to read included.
+    chunk: Box<[u8]>,
+}
+
+impl<S> HyperIo<S> {
+    /// Wraps `io` (one allocation of [`READ_CHUNK`] bytes for its reads).
+    pub fn new(io: S) -> HyperIo<S> {
+        HyperIo {
+            io,
+            chunk: vec![0; READ_CHUNK].into_boxed_slice(),
+        }
+    }
+}
 
 impl<S: AsyncRead + Unpin> hyper::rt::Read for HyperIo<S> {
     fn poll_read(
@@ -21,11 +36,11 @@ impl<S: AsyncRead + Unpin> hyper::rt::Read for HyperIo<S> {
     ) -> Poll<io::Result<()>> {
         // Read into initialized memory and copy: filling hyper's uninitialized buffer directly
         // would take `unsafe`, and a copy of a request's few hundred bytes costs next to nothing.
-        let mut tmp = [0u8; READ_CHUNK];
-        let want = buf.remaining().min(READ_CHUNK);
-        match Pin::new(&mut self.0).poll_read(cx, &mut tmp[..want]) {
+        let this = &mut *self;
+        let want = buf.remaining().min(this.chunk.len());
+        match Pin::new(&mut this.io).poll_read(cx, &mut this.chunk[..want]) {
             Poll::Ready(Ok(n)) => {
-                buf.put_slice(&tmp[..n]);
+                buf.put_slice(&this.chunk[..n]);
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
@@ -40,14 +55,14 @@ impl<S: AsyncWrite + Unpin> hyper::rt::Write for HyperIo<S> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write(cx, buf)
+        Pin::new(&mut self.io).poll_write(cx, buf)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_flush(cx)
+        Pin::new(&mut self.io).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_close(cx)
+        Pin::new(&mut self.io).poll_close(cx)
     }
 }

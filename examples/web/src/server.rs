@@ -294,7 +294,7 @@ async fn glommio_shard(
             // No hyper timer on glommio: no header read timeout either.
             http.header_read_timeout(None);
             // A client that goes away mid-request is routine under load; nothing to report.
-            let _ = http.serve_connection(HyperIo(stream), svc).await;
+            let _ = http.serve_connection(HyperIo::new(stream), svc).await;
         })
         .detach();
     }
