@@ -243,8 +243,9 @@ pub(crate) fn measure(
         done.store(true, Ordering::Relaxed);
         r
     })?;
-    let syscalls = perf.map(SyscallCount::finish).transpose()?;
+    // wrk's CPU before perf is reaped: reaped children's CPU is all `getrusage` can tell.
     let wrk_cpu = children_cpu_seconds() - wrk0;
+    let syscalls = perf.map(SyscallCount::finish).transpose()?;
     let switches = switches0
         .zip(process_context_switches(server.pid()))
         .map(|(s0, s1)| s1.saturating_sub(s0));
