@@ -19,7 +19,7 @@ pub struct HyperIo<S> {
 }
 
 impl<S> HyperIo<S> {
-    /// Wraps `io` (one allocation of [`READ_CHUNK`] bytes for its reads).
+    /// Wraps `io` (one allocation of 8 KiB for its reads).
     pub fn new(io: S) -> HyperIo<S> {
         HyperIo {
             io,
