@@ -38,10 +38,22 @@ pub async fn two_thousand_tasks_get_their_own_rows<H: Harness>() {
     assert_eq!(s.open_base, 2);
     assert!(s.total.ready_accounts_for_every_unit(), "{s:?}");
     assert!(s.total.units_completed >= 20_000);
-    // Without pipelining every readable carries at most one unit; how many more it carries
-    // depends on the machine's load, so the bound only proves batching happened.
-    assert!(s.total.units_per_readable() > 1.2, "no batching: {s:?}");
-    assert!(s.total.writes_per_unit() < 1.0, "{s:?}");
+    // Pipelined: the opening burst of 2000 callers fills a connection's window whatever the
+    // machine's load (one unit at a time would never have two in flight).
+    assert!(s.total.in_flight_peak >= 32, "no pipelining: {s:?}");
+    // Batched reads and writes: where the connection tasks run on the callers' executor
+    // (tokio, glommio), an answer's read waits for the callers' turn, so reads carry several
+    // units. The smol harness runs its callers on a local executor while the connection tasks
+    // run on smol's global one, on another thread: there a connection idle between answers
+    // sends each submission at once and reads each answer as it comes, which is right for
+    // latency, and batching appears only when the callers outpace the server. On a loaded
+    // machine they may not (1.15 units per read in one CI run), so smol is held to the
+    // in-flight bound alone. How many more units a read carries depends on the load, so the
+    // bound only proves batching happened.
+    if H::name() != "smol" {
+        assert!(s.total.units_per_readable() > 1.2, "no batching: {s:?}");
+        assert!(s.total.writes_per_unit() < 1.0, "{s:?}");
+    }
     eprintln!(
         "{}: units_per_readable={:.2} writes_per_unit={:.3} in_flight_peak={}",
         H::name(),
