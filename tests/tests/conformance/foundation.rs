@@ -48,8 +48,10 @@ pub async fn two_thousand_tasks_get_their_own_rows<H: Harness>() {
     // read in one CI run). The bound only proves batching happened; the load sets how much.
     if H::name() != "smol" {
         assert!(s.total.units_per_readable() > 1.2, "no batching: {s:?}");
-        assert!(s.total.writes_per_unit() < 1.0, "{s:?}");
     }
+    // Writes carry the queue that piles up behind a full window, on every runtime (smol: 0.89
+    // in that CI run, 0.10-0.30 otherwise).
+    assert!(s.total.writes_per_unit() < 1.0, "{s:?}");
     eprintln!(
         "{}: units_per_readable={:.2} writes_per_unit={:.3} in_flight_peak={}",
         H::name(),
