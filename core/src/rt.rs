@@ -48,10 +48,11 @@ pub trait Runtime: Clone + Unpin + 'static {
     /// A timer firing at `deadline`.
     fn sleep_until(&self, deadline: Instant) -> Self::Sleep;
 
-    /// The machine's CPU counters now, for the rule that opens overflow connections only while
-    /// the machine has CPU to spare (`Config::spare_cpu_pct`). The default reads Linux's
-    /// `/proc/stat` ([`CpuSample::read`]); `None` where nothing can be read, and the rule then
-    /// stands aside. A runtime with a virtual clock returns its own counters, or `None`.
+    /// The machine's CPU counters now, for the rules that open overflow connections, and take a
+    /// late lone answer as server time, only while the machine has CPU to spare
+    /// (`Config::spare_cpu_pct`). The default reads Linux's
+    /// `/proc/stat` ([`CpuSample::read`]); `None` where nothing can be read, and the rules then
+    /// stand aside. A runtime with a virtual clock returns its own counters, or `None`.
     fn cpu_sample(&self) -> Option<CpuSample> {
         CpuSample::read()
     }

@@ -97,6 +97,10 @@ counters! {
     /// Fast units routed here that were first held back while every lane had a queue
     /// (`Config::fair_lanes`).
     held_for_lanes,
+    /// Lone answers read late while the machine had no CPU to spare (`Config::spare_cpu_pct`),
+    /// not taken as their statement's server time: the client's wait for a CPU would otherwise
+    /// make cheap statements look slow.
+    samples_skipped_busy_cpu,
     /// Pump passes that stopped because the estimated work in flight reached `max_queue_work`
     /// (the adaptive in-flight limit binding before `max_in_flight`).
     work_limited,

@@ -27,7 +27,6 @@ mod checkout;
 mod on_demand;
 mod route;
 mod run;
-mod spare;
 
 pub use batch::{Batch, StatementResult};
 
@@ -102,7 +101,7 @@ struct Inner<R> {
     /// Server types `postgres-types` does not know, looked up once for all connections.
     pub(crate) types: Arc<TypeCache>,
     /// Whether the machine has CPU to spare for an overflow connection (`spare_cpu_pct`).
-    spare: std::sync::Mutex<spare::SpareCpu>,
+    spare: std::sync::Mutex<crate::driver::spare::SpareCpu>,
     /// Overflow connections not opened for want of spare CPU.
     overflow_held: AtomicU64,
 }
@@ -195,7 +194,7 @@ impl<R: Adapter> Client<R> {
         let guard = Guard::with_extensions(config.guard, cfg.extensions.clone());
         let session_guard =
             Guard::with_extensions(crate::guard::Mode::Strict, cfg.extensions.clone());
-        let spare = spare::SpareCpu::new(config.spare_cpu_pct);
+        let spare = crate::driver::spare::SpareCpu::new(config.spare_cpu_pct);
         let client = Client {
             inner: Arc::new(Inner {
                 spare: std::sync::Mutex::new(spare),

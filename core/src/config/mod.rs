@@ -152,9 +152,12 @@ pub struct Config {
     /// Overflow connections open only while at least this share of the machine's CPU time, in
     /// percent, was idle over the last second or more (`spare_cpu_pct`, default 5; 0 turns the
     /// check off). An overflow connection adds server capacity, which a client whose machine
-    /// has no CPU to spare cannot use: its own queueing then looks like server work. Measured
-    /// from `/proc/stat` (see [`crate::rt::Runtime::cpu_sample`]); where it cannot be read,
-    /// overflow connections open as before. Lanes for statements estimated slow are not held.
+    /// has no CPU to spare cannot use: its own queueing then looks like server work. Below it,
+    /// a lone answer that looks late (over 250 µs and twice its statement's estimate) is not
+    /// taken as server time either, so a client waiting for a CPU does not make cheap
+    /// statements look slow enough for lanes (`Stats` counts `samples_skipped_busy_cpu`).
+    /// Measured from `/proc/stat` (see [`crate::rt::Runtime::cpu_sample`]); where it cannot be
+    /// read, both rules stand aside. Lanes for statements estimated slow are not held.
     pub spare_cpu_pct: u8,
     /// Fair lanes (`fair_lanes`, default on): while every lane has slow statements queued
     /// and no more lanes can be opened, fast statements wait (up to 20 ms) until a lane has

@@ -5,6 +5,7 @@ pub(crate) mod conn;
 pub(crate) mod health;
 pub(crate) mod open;
 pub(crate) mod shared;
+pub(crate) mod spare;
 pub(crate) mod task;
 pub(crate) mod transport;
 pub(crate) mod types;

@@ -19,10 +19,12 @@ use bytes::{Buf, BytesMut};
 
 use crate::driver::open::Endpoint;
 use crate::driver::shared::{ConnShared, Role, Statement, Status, Token};
+use crate::driver::spare::SpareCpu;
 use crate::error::Fault;
 use crate::proto::role::Role as ServerRole;
 use crate::proto::timing::{Estimator, Silence};
 use crate::proto::{Pipeline, SessionInfo, UnitKind};
+use crate::rt::CpuSample;
 use crate::sched::{lock, DeferredWakes};
 use crate::{DbError, Reason};
 
@@ -67,6 +69,10 @@ pub(crate) struct Pumped {
     pub(crate) again: bool,
 }
 
+/// How often a connection asks its spare-CPU gauge while answers come (the gauge reads the
+/// counters at most once a second; a spell ends after a second without a question).
+const SPARE_RECHECK: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// One connection's protocol state and every decision about it.
 pub(crate) struct Conn {
     cfg: Arc<Endpoint>,
@@ -88,6 +94,12 @@ pub(crate) struct Conn {
     fatal: Option<Box<DbError>>,
     /// Server-time estimates, the in-flight work gauge and the trip floor (`proto::timing`).
     est: Estimator<Arc<Statement>>,
+    /// Whether the machine had CPU to spare lately (a lone answer read late on a machine
+    /// without any is not taken as server time): the gauge, its last verdict, and when to ask
+    /// it again (a tenth of a second on: answers come every few microseconds).
+    spare: SpareCpu,
+    spare_now: Option<bool>,
+    spare_next: Instant,
     /// When this connection last had work (idle retirement counts from here).
     last_active: Instant,
     /// The last pump stopped at the write high-water mark with units still queued.
@@ -125,6 +137,7 @@ impl Conn {
         now: Instant,
     ) -> Conn {
         let max_message = cfg.max_message_size;
+        let spare = SpareCpu::new(cfg.spare_cpu_pct);
         Conn {
             cfg,
             shared,
@@ -138,6 +151,9 @@ impl Conn {
             session: SessionInfo::default(),
             fatal: None,
             est: Estimator::new(now),
+            spare,
+            spare_now: None,
+            spare_next: now,
             last_active: now,
             queue_left: false,
             cancel: Cancelling::default(),
@@ -216,8 +232,15 @@ impl Conn {
     }
 
     /// Delivers every complete message in the read buffer (bytes read at `now`; `heard`: the
-    /// last read got bytes, so the server is not silent). `Err`: the connection must go.
-    pub(crate) fn received(&mut self, now: Instant, heard: bool) -> Result<(), Fault> {
+    /// last read got bytes, so the server is not silent). `cpu` reads the machine's CPU
+    /// counters (`Runtime::cpu_sample`), at most once a second while answers keep coming.
+    /// `Err`: the connection must go.
+    pub(crate) fn received(
+        &mut self,
+        now: Instant,
+        heard: bool,
+        cpu: impl FnOnce() -> Option<CpuSample>,
+    ) -> Result<(), Fault> {
         if self.rbuf.is_empty() {
             return Ok(());
         }
@@ -244,7 +267,17 @@ impl Conn {
         let result = self.pipeline.drain(&mut self.rbuf, &mut h);
         let (leaked, role_changed) = (h.leaked.take(), h.role_changed);
         let (internal_done, probed) = (h.internal_done, h.probed);
-        self.est.end_drain(now, self.pipeline.is_empty());
+        if now >= self.spare_next {
+            self.spare_now = self.spare.check(now, cpu);
+            self.spare_next = now + SPARE_RECHECK;
+        }
+        if self
+            .est
+            .end_drain(now, self.pipeline.is_empty(), self.spare_now)
+        {
+            let c = &self.shared.counters;
+            c.inc(&c.samples_skipped_busy_cpu);
+        }
         if heard {
             self.silence.heard(now);
         }

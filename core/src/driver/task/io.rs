@@ -19,8 +19,8 @@ impl<R: Runtime> ConnTask<R> {
     /// completes its units: a server that answers and then closes (a FATAL after the last
     /// ReadyForQuery) must not turn finished units into `Indeterminate` ones.
     pub(super) fn read_ended(&mut self, end: Option<Fault>) -> Poll<()> {
-        let now = self.rt.now();
-        if let Err(fault) = self.conn.received(now, true) {
+        let (rt, now) = (&self.rt, self.rt.now());
+        if let Err(fault) = self.conn.received(now, true, || rt.cpu_sample()) {
             return self.die(fault);
         }
         // After the drain, so a FATAL the server sent before closing names the reason.

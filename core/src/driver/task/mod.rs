@@ -102,8 +102,8 @@ impl<R: Runtime> ConnTask<R> {
         }
         if self.conn.is_paused() {
             // A streaming consumer made room: take what is buffered before reading more.
-            let now = self.rt.now();
-            if let Err(fault) = self.conn.received(now, false) {
+            let (rt, now) = (&self.rt, self.rt.now());
+            if let Err(fault) = self.conn.received(now, false, || rt.cpu_sample()) {
                 return self.die(fault);
             }
         }
@@ -116,8 +116,8 @@ impl<R: Runtime> ConnTask<R> {
             },
         };
         if !self.conn.read_buf().is_empty() {
-            let now = self.rt.now();
-            if let Err(fault) = self.conn.received(now, heard) {
+            let (rt, now) = (&self.rt, self.rt.now());
+            if let Err(fault) = self.conn.received(now, heard, || rt.cpu_sample()) {
                 return self.die(fault);
             }
         }

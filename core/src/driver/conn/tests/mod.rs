@@ -84,7 +84,7 @@ impl Rig {
     fn server_says(&mut self, ms: u64, bytes: &[u8]) -> Result<(), Fault> {
         self.conn.read_buf().extend_from_slice(bytes);
         let now = self.at(ms);
-        self.conn.received(now, true)
+        self.conn.received(now, true, || None)
     }
 
     fn simple(&self) -> Arc<QueryWaiter> {

@@ -1,8 +1,10 @@
-//! Whether the machine has CPU to spare, for the rule that opens overflow connections
-//! (`Config::spare_cpu_pct`). An overflow connection adds server capacity; a client whose
-//! machine has no idle CPU cannot use it, and there its own queueing looks like server work
-//! (a statement's estimate runs from its send to the read of its answer, and a read that waits
-//! for a CPU stretches it). No I/O here: the samples are handed in.
+//! Whether the machine has CPU to spare (`Config::spare_cpu_pct`), for two rules. An overflow
+//! connection adds server capacity; a client whose machine has no idle CPU cannot use it, and
+//! there its own queueing looks like server work (a statement's estimate runs from its send to
+//! the read of its answer, and a read that waits for a CPU stretches it): overflow connections
+//! open only while the machine has CPU to spare (`client/route.rs`), and a lone answer read
+//! late on a machine without any is not taken as its statement's server time
+//! (`proto::timing::Estimator::end_drain`). No I/O here: the samples are handed in.
 
 use std::time::{Duration, Instant};
 
@@ -14,18 +16,23 @@ use crate::rt::CpuSample;
 /// spare often enough to open 9 overflow connections in a few seconds).
 pub(crate) const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 
-/// The machine's idle share while the base connections are work-bound, and its verdict.
+/// The machine's idle share over a spell of checks, and its verdict. The client keeps one for
+/// overflow (checked with every unit routed while the base connections are work-bound); each
+/// connection keeps one for its estimates (checked with every answer it reads).
 #[derive(Debug)]
 pub(crate) struct SpareCpu {
     /// Idle share (percent of the machine's time) required; 0: the rule is off.
     min_pct: u8,
-    /// The last check: checks come with every unit routed while the base connections are
-    /// work-bound, so a gap longer than [`SAMPLE_EVERY`] ends a work-bound spell.
+    /// The last check: checks come while the condition lasts (work-bound routing, answers
+    /// coming), so a gap longer than [`SAMPLE_EVERY`] ends a spell.
     last_check: Option<Instant>,
     /// The sample the current interval runs from, and when it was taken.
     from: Option<(Instant, CpuSample)>,
     /// The last verdict; `None` until an interval was measured.
     spare: Option<bool>,
+    /// When the counters last could not be read: not tried again for [`SAMPLE_EVERY`] (a
+    /// connection checks with every answer it reads).
+    unreadable: Option<Instant>,
 }
 
 impl SpareCpu {
@@ -36,15 +43,16 @@ impl SpareCpu {
             last_check: None,
             from: None,
             spare: None,
+            unreadable: None,
         }
     }
 
     /// Whether at least `min_pct` of the machine's time was idle over the last interval of at
-    /// least [`SAMPLE_EVERY`] of this work-bound spell. A spell's first second measures and
-    /// opens nothing: an interval that began before the spell (a client that sat idle, then
-    /// met its load) would count a quiet past as spare CPU now. `sample` is called at most
-    /// once per [`SAMPLE_EVERY`] within a spell. `None`: not measured yet (nothing opens);
-    /// where nothing can be measured the rule stands aside: `Some(true)`.
+    /// least [`SAMPLE_EVERY`] of this spell. A spell's first second measures and decides
+    /// nothing: an interval that began before the spell (a client that sat idle, then met its
+    /// load) would count a quiet past as spare CPU now. `sample` is called at most once per
+    /// [`SAMPLE_EVERY`]. `None`: not measured yet (nothing opens, a suspect sample is
+    /// skipped); where nothing can be measured the rules stand aside: `Some(true)`.
     pub(crate) fn check(
         &mut self,
         now: Instant,
@@ -52,6 +60,11 @@ impl SpareCpu {
     ) -> Option<bool> {
         if self.min_pct == 0 {
             return Some(true);
+        }
+        if let Some(at) = self.unreadable {
+            if now.saturating_duration_since(at) < SAMPLE_EVERY {
+                return Some(true);
+            }
         }
         let spell = self
             .last_check
@@ -63,10 +76,12 @@ impl SpareCpu {
             }
         }
         let Some(s) = sample() else {
+            self.unreadable = Some(now);
             self.from = None;
             self.spare = None;
             return Some(true);
         };
+        self.unreadable = None;
         match self.from {
             Some((_, prev)) if spell => {
                 let total = s.total.saturating_sub(prev.total);
@@ -184,7 +199,12 @@ mod tests {
         );
         let mut none = SpareCpu::new(5);
         assert_eq!(none.check(at(t0, 500), || None), Some(true));
-        assert_eq!(none.check(at(t0, 600), || None), Some(true));
+        // Not read again within the second (a connection checks with every answer).
+        assert_eq!(
+            none.check(at(t0, 600), || panic!("read within the second")),
+            Some(true)
+        );
+        assert_eq!(none.check(at(t0, 1600), || None), Some(true));
         // Counters that did not move decide nothing: the last verdict stands.
         let mut g = SpareCpu::new(5);
         assert_eq!(g.check(at(t0, 0), || s(0, 100)), None);
