@@ -212,6 +212,16 @@ pub(crate) fn overflow_held() {
     ::metrics::counter!("pgpipe.connection.overflow_held").increment(1);
 }
 
+/// `n` server-time samples far above their estimates were discounted: the machine had no CPU
+/// to spare (`Config::spare_cpu_pct`), so the time may have been a wait for one.
+pub(crate) fn samples_discounted_busy_cpu(n: u64) {
+    #[cfg(feature = "tracing")]
+    ::tracing::trace!(n, "pgpipe: samples discounted: no spare CPU");
+    #[cfg(feature = "metrics")]
+    ::metrics::counter!("pgpipe.estimate.samples_discounted").increment(n);
+    let _ = n;
+}
+
 /// An on-demand connection retires after sitting idle.
 pub(crate) fn retired(role: &'static str) {
     #[cfg(feature = "tracing")]

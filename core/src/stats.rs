@@ -97,10 +97,11 @@ counters! {
     /// Fast units routed here that were first held back while every lane had a queue
     /// (`Config::fair_lanes`).
     held_for_lanes,
-    /// Lone answers read late while the machine had no CPU to spare (`Config::spare_cpu_pct`),
-    /// not taken as their statement's server time: the client's wait for a CPU would otherwise
-    /// make cheap statements look slow.
-    samples_skipped_busy_cpu,
+    /// Server-time samples far above their statement's estimate (over 250 µs and twice it)
+    /// while the machine had no CPU to spare (`Config::spare_cpu_pct`): a lone unit's not
+    /// taken, a busy backend's taken as twice the estimate. Waits for a CPU, the client's or
+    /// the backend's, would otherwise make cheap statements look slow.
+    samples_discounted_busy_cpu,
     /// Pump passes that stopped because the estimated work in flight reached `max_queue_work`
     /// (the adaptive in-flight limit binding before `max_in_flight`).
     work_limited,

@@ -49,6 +49,7 @@
 mod binaries;
 mod cluster;
 mod error;
+mod estimates;
 pub mod fake_server;
 pub mod fault_proxy;
 mod libpq;
@@ -63,6 +64,7 @@ pub mod tls;
 pub use binaries::find_bin_dir;
 pub use cluster::{Cluster, ClusterBuilder};
 pub use error::HarnessError;
+pub use estimates::highest_estimate;
 pub use libpq::{libpq_connects, psql_with, psql_with_env};
 pub use pgbouncer::{PgBouncer, PoolMode};
 pub use test_db::{shared, TestDb};

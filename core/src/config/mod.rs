@@ -153,9 +153,10 @@ pub struct Config {
     /// percent, was idle over the last second or more (`spare_cpu_pct`, default 5; 0 turns the
     /// check off). An overflow connection adds server capacity, which a client whose machine
     /// has no CPU to spare cannot use: its own queueing then looks like server work. Below it,
-    /// a lone answer that looks late (over 250 µs and twice its statement's estimate) is not
-    /// taken as server time either, so a client waiting for a CPU does not make cheap
-    /// statements look slow enough for lanes (`Stats` counts `samples_skipped_busy_cpu`).
+    /// a server-time sample far above its statement's estimate (over 250 µs and twice it) is
+    /// discounted too (a lone answer's not taken, a busy backend's taken as twice the
+    /// estimate), so waits for a CPU, the client's or the backend's, do not make cheap
+    /// statements look slow enough for lanes (`Stats` counts `samples_discounted_busy_cpu`).
     /// Measured from `/proc/stat` (see [`crate::rt::Runtime::cpu_sample`]); where it cannot be
     /// read, both rules stand aside. Lanes for statements estimated slow are not held.
     pub spare_cpu_pct: u8,

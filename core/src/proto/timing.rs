@@ -41,10 +41,10 @@ pub(crate) fn fold_sample(old: u64, ns: u64) -> u64 {
     ewma.min(old.saturating_mul(2)).max(1)
 }
 
-/// A lone answer (its drain emptied the pipeline) is suspect when its span is over this and over
-/// twice its estimate: then it may be the client's wait for a CPU rather than server time (see
-/// [`Estimator::end_drain`]). Below it, a late read cannot make a statement look slow.
-pub(crate) const SUSPECT_LONE_NS: u64 = 250_000;
+/// On a machine without spare CPU, a sample over this and over twice its statement's estimate
+/// is suspect: it may be a wait for a CPU rather than the statement's work (see
+/// [`Estimator::end_drain`]). Below it, such waits cannot make a statement look slow.
+pub(crate) const SUSPECT_NS: u64 = 250_000;
 
 /// What the estimator samples: a statement's shared estimate.
 pub(crate) trait Sampled {
@@ -159,38 +159,41 @@ impl<S: Sampled> Estimator<S> {
     /// The drain of bytes read at `now` is over; `pipeline_empty`: nothing is in flight after it.
     /// `spare`: whether the machine had CPU to spare lately (`driver/spare.rs`; `None`: still
     /// measuring, which counts as none: a load that just began may already be saturating it).
-    /// `true`: a suspect lone sample was skipped.
+    /// Returns how many samples were discounted for want of spare CPU.
     pub(crate) fn end_drain(
         &mut self,
         now: Instant,
         pipeline_empty: bool,
         spare: Option<bool>,
-    ) -> bool {
+    ) -> u64 {
         let Some(start) = self.batch_start.take() else {
-            return false;
+            return 0;
         };
         self.last_done = now;
         // With units still in flight the backend was busy through the whole span, so the span
         // is server work. A drain that empties the pipeline ends with the backend idle for
         // however long the client took to read: several units sharing such a span would all be
         // charged the client's delay, so only a lone unit (its trip floor taken off) is sampled.
-        // And not even that one when its span is suspect and the machine had no CPU to spare
-        // (or has not been measured yet):
-        // a client waiting for a CPU reads late, and on a saturated machine those waits (5-20 ms
-        // measured) would soon make a 50 µs statement look slow enough for a lane of its own.
-        // A statement really that slow still teaches its cost whenever work queues behind it,
-        // which is when a lane helps.
         if pipeline_empty && self.batch.len() > 1 {
             self.batch.clear();
-            return false;
+            return 0;
         }
         let span = now.saturating_duration_since(start);
-        if pipeline_empty && spare != Some(true) && suspect(&self.batch, span) {
+        // On a machine without spare CPU (or not measured yet) a sample far above its estimate
+        // is as likely the machine's as the statement's. A lone unit's is not taken: a client
+        // waiting for a CPU reads late (5-21 ms measured for a 50 µs statement), which would
+        // soon make it look slow enough for a lane of its own. A busy backend's span is server
+        // time, but it includes the backend's own waits for a CPU (one waited 534 ms in a
+        // run queue on the web benchmark's machine): it counts as at most twice the estimate,
+        // so such a stall raises an estimate by an eighth instead of doubling it, while a
+        // statement that really is slow still gets there (a 5 ms one past 2 ms at its 40th sample
+        // instead of its 8th).
+        let busy = spare != Some(true);
+        if busy && pipeline_empty && suspect(&self.batch, span) {
             self.batch.clear();
-            return true;
+            return 1;
         }
-        attribute(&mut self.batch, &mut self.seen, span);
-        false
+        attribute(&mut self.batch, &mut self.seen, span, busy)
     }
 
     /// The connection died: nothing is in flight any more.
@@ -207,11 +210,15 @@ impl<S: Sampled> Estimator<S> {
     }
 }
 
-/// Whether a lone unit's `span` is suspect ([`SUSPECT_LONE_NS`]): a sample that would raise its
-/// statement's estimate more than noise does. Prepares and failures update nothing anyway.
+/// Whether a sample of `ns` for a statement estimated at `est` is suspect on a machine
+/// without spare CPU ([`SUSPECT_NS`]): it would raise the estimate more than noise does.
+fn suspect_sample(ns: u64, est: u64) -> bool {
+    ns > SUSPECT_NS.max(est.saturating_mul(2))
+}
+
+/// Whether a lone unit's `span` is a suspect sample. Prepares and failures update nothing.
 fn suspect<S>(batch: &[(Option<S>, u64)], span: Duration) -> bool {
-    let ns = nanos(span);
-    matches!(batch, [(Some(_), est)] if ns > SUSPECT_LONE_NS.max(est.saturating_mul(2)))
+    matches!(batch, [(Some(_), est)] if suspect_sample(nanos(span), *est))
 }
 
 /// Shares the server time of one drain's units among them in proportion to their estimates.
@@ -226,7 +233,16 @@ fn suspect<S>(batch: &[(Option<S>, u64)], span: Duration) -> bool {
 /// Each statement gets one sample per drain, however many of its units the drain completed
 /// (they all have the same share): a stall that lands in one drain — a late packet, a client busy
 /// elsewhere — is then one outlier for the estimate to absorb, not one per unit.
-fn attribute<S: Sampled>(batch: &mut Vec<(Option<S>, u64)>, seen: &mut Vec<usize>, span: Duration) {
+///
+/// `busy`: the machine has no CPU to spare, and a suspect share counts as twice its estimate.
+/// Returns how many shares were cut so.
+fn attribute<S: Sampled>(
+    batch: &mut Vec<(Option<S>, u64)>,
+    seen: &mut Vec<usize>,
+    span: Duration,
+    busy: bool,
+) -> u64 {
+    let mut cut = 0;
     let span = nanos(span);
     let total: u128 = batch.iter().map(|(_, e)| u128::from(*e)).sum();
     seen.clear();
@@ -238,8 +254,14 @@ fn attribute<S: Sampled>(batch: &mut Vec<(Option<S>, u64)>, seen: &mut Vec<usize
         }
         seen.push(id);
         let share = u128::from(span) * u128::from(est) / total;
-        stmt.observe(u64::try_from(share).unwrap_or(u64::MAX));
+        let mut share = u64::try_from(share).unwrap_or(u64::MAX);
+        if busy && suspect_sample(share, est) {
+            share = est.saturating_mul(2);
+            cut += 1;
+        }
+        stmt.observe(share);
     }
+    cut
 }
 
 /// Reconnect delays of a shared connection: exponential from 50 ms to 5 s, and at least 30 s

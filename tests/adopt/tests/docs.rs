@@ -125,6 +125,33 @@ fn the_readme_toml_names_adapter_features() {
 }
 
 #[test]
+fn the_readme_names_every_metric_the_driver_emits() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let observe = std::fs::read_to_string(root().join("core/src/observe.rs")).unwrap();
+    let mut names = Vec::new();
+    for kind in ["counter!(", "gauge!(", "histogram!("] {
+        for rest in observe.split(kind).skip(1) {
+            // The name is the macro's first argument, a string literal (maybe on the next line).
+            let name = rest
+                .trim_start()
+                .strip_prefix('"')
+                .and_then(|r| r.split('"').next());
+            names.push(name.expect("a metric named by a literal"));
+        }
+    }
+    assert!(
+        names.len() >= 10,
+        "found only {names:?} in core/src/observe.rs"
+    );
+    for name in names {
+        assert!(
+            readme.contains(&format!("`{name}`")),
+            "README.md's Observe section does not name the metric {name:?}"
+        );
+    }
+}
+
+#[test]
 fn the_readme_runs_against_the_test_server() {
     // The README reads DATABASE_URL; this test is the only one here that touches the
     // environment or opens connections.

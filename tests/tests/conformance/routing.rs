@@ -121,12 +121,7 @@ pub async fn fast_units_are_not_routed_behind_a_known_slow_one<H: Harness>() {
 
 /// The highest estimate of `sql` on any connection (zero before it has completed once).
 pub fn estimate<H: Harness>(db: &crate::Db<H>, sql: &str) -> Duration {
-    db.statement_estimates()
-        .into_iter()
-        .filter(|(_, s, _)| s == sql)
-        .filter_map(|(_, _, e)| e)
-        .max()
-        .unwrap_or_default()
+    pgpipe_tests::highest_estimate(db.statement_estimates(), sql)
 }
 
 const LOCK: &str = "SELECT pg_advisory_lock($1::int4, $2::int4)";

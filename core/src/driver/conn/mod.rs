@@ -94,9 +94,9 @@ pub(crate) struct Conn {
     fatal: Option<Box<DbError>>,
     /// Server-time estimates, the in-flight work gauge and the trip floor (`proto::timing`).
     est: Estimator<Arc<Statement>>,
-    /// Whether the machine had CPU to spare lately (a lone answer read late on a machine
-    /// without any is not taken as server time): the gauge, its last verdict, and when to ask
-    /// it again (a tenth of a second on: answers come every few microseconds).
+    /// Whether the machine had CPU to spare lately (on a machine without any, samples far
+    /// above their estimates are discounted): the gauge, its last verdict, and when to ask it
+    /// again (a tenth of a second on: answers come every few microseconds).
     spare: SpareCpu,
     spare_now: Option<bool>,
     spare_next: Instant,
@@ -271,12 +271,13 @@ impl Conn {
             self.spare_now = self.spare.check(now, cpu);
             self.spare_next = now + SPARE_RECHECK;
         }
-        if self
+        let discounted = self
             .est
-            .end_drain(now, self.pipeline.is_empty(), self.spare_now)
-        {
+            .end_drain(now, self.pipeline.is_empty(), self.spare_now);
+        if discounted > 0 {
             let c = &self.shared.counters;
-            c.inc(&c.samples_skipped_busy_cpu);
+            c.samples_discounted_busy_cpu.fetch_add(discounted, Relaxed);
+            crate::observe::samples_discounted_busy_cpu(discounted);
         }
         if heard {
             self.silence.heard(now);
