@@ -2,8 +2,8 @@
 //! connection adds server capacity; a client whose machine has no idle CPU cannot use it, and
 //! there its own queueing looks like server work (a statement's estimate runs from its send to
 //! the read of its answer, and a read that waits for a CPU stretches it): overflow connections
-//! open only while the machine has CPU to spare (`client/route.rs`), and a lone answer read
-//! late on a machine without any is not taken as its statement's server time
+//! open only while the machine has CPU to spare (`client/route.rs`), and on a machine without
+//! any, server-time samples far above their estimates are discounted
 //! (`proto::timing::Estimator::end_drain`). No I/O here: the samples are handed in.
 
 use std::time::{Duration, Instant};
@@ -18,7 +18,8 @@ pub(crate) const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 
 /// The machine's idle share over a spell of checks, and its verdict. The client keeps one for
 /// overflow (checked with every unit routed while the base connections are work-bound); each
-/// connection keeps one for its estimates (checked with every answer it reads).
+/// connection keeps one for its estimates (checked at most every 100 ms while answers come), so
+/// a connection needs no lock to ask; each reads `/proc/stat` at most once a second.
 #[derive(Debug)]
 pub(crate) struct SpareCpu {
     /// Idle share (percent of the machine's time) required; 0: the rule is off.
@@ -30,8 +31,8 @@ pub(crate) struct SpareCpu {
     from: Option<(Instant, CpuSample)>,
     /// The last verdict; `None` until an interval was measured.
     spare: Option<bool>,
-    /// When the counters last could not be read: not tried again for [`SAMPLE_EVERY`] (a
-    /// connection checks with every answer it reads).
+    /// When the counters last could not be read: not tried again for [`SAMPLE_EVERY`] (checks
+    /// come with every unit routed while work-bound).
     unreadable: Option<Instant>,
 }
 
