@@ -472,13 +472,14 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
     let mut md = String::new();
     let machine = Machine::collect(server_version, server);
     md.push_str(&format!(
-        "## pgpipe-bench results\n\nCommand: `cargo run --release -p pgpipe-bench --{}{}`  \nMachine: {} CPUs ({}), {} GiB, Linux {}; {}; server: {}.  \nSetup names, scenario ids, columns and units are explained under \"{}\" at the end.\n\n",
+        "## pgpipe-bench results\n\nCommand: `cargo run --release -p pgpipe-bench --{}{}`  \nMachine: {} CPUs ({}), {} GiB, Linux {} (sched_autogroup_enabled={}); {}; server: {}.  \nSetup names, scenario ids, columns and units are explained under \"{}\" at the end.\n\n",
         if argv.is_empty() { "" } else { " " },
         argv.join(" "),
         machine.nproc,
         machine.cpu_model,
         machine.mem_total_gib,
         machine.kernel,
+        machine.sched_autogroup,
         machine.server_version,
         machine.server,
         legend::TITLE

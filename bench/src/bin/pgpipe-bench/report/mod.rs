@@ -281,6 +281,9 @@ pub struct Machine {
     pub kernel: String,
     pub server_version: String,
     pub server: String,
+    /// `kernel.sched_autogroup_enabled` as read ("0", "1"; empty where absent): with it on,
+    /// every PostgreSQL backend is scheduled as a session of its own (docs/BENCHMARKS.md).
+    pub sched_autogroup: String,
 }
 
 impl Machine {
@@ -309,6 +312,10 @@ impl Machine {
                 .to_owned(),
             server_version,
             server,
+            sched_autogroup: std::fs::read_to_string("/proc/sys/kernel/sched_autogroup_enabled")
+                .unwrap_or_default()
+                .trim()
+                .to_owned(),
         }
     }
 }

@@ -8,7 +8,8 @@ use pgpipe_web::server::Variant;
 /// The `--help` text.
 const USAGE: &str = "usage: web-bench [--quick] [--rounds N] [--warmup S] [--duration S] \
 [--connections C] [--wrk-threads T] [--variants a,b,..] [--endpoints db,queries,fortunes,updates] \
-[--queries Q] [--max-connections K] [--pgpipe-options k=v&..] [--syscalls] [--out-dir DIR] [--svg-dir DIR] [--update-docs] [--url URL]
+[--queries Q] [--max-connections K] [--pgpipe-options k=v&..] [--syscalls] [--sched-autogroup off|keep] \
+[--out-dir DIR] [--svg-dir DIR] [--update-docs] [--url URL]
        web-bench --replot target/web-bench/web-bench-N.json [--svg-dir DIR]  (charts of a saved run)
   variants: pgpipe-glommio, pgpipe-tokio-axum, axum-deadpool, axum-tokio-postgres, each with
   options NAME[:cN][:mK][:wM][:unpinned] (connections, pgpipe max_connections, max_in_flight,
@@ -17,6 +18,10 @@ const USAGE: &str = "usage: web-bench [--quick] [--rounds N] [--warmup S] [--dur
   --update-docs writes the charts to docs/bench/ instead (the committed report).
   --syscalls counts the server's system calls (and io_uring_enter calls) per request with
   `perf stat` (needs perf and root; off by default, since counting costs each call a little).
+  --sched-autogroup off switches the kernel's autogroup scheduling off for the run and back on
+  after it (needs root); keep (the default) measures the machine as it is. With it on, every
+  PostgreSQL backend is scheduled as a session of its own against the server and wrk (see
+  docs/BENCHMARKS.md, \"Autogroup\"); the report says which way the run measured.
   web-bench serve ... runs one server (what the benchmark starts as its child).";
 
 /// The command line, parsed: a field per flag (see `USAGE`), the defaults (or `--quick`'s)
@@ -34,6 +39,7 @@ pub(crate) struct Args {
     pub(crate) max_connections: Option<usize>,
     pub(crate) pgpipe_options: Option<String>,
     pub(crate) syscalls: bool,
+    pub(crate) autogroup_off: bool,
     pub(crate) out_dir: PathBuf,
     pub(crate) svg_dir: PathBuf,
     update_docs: bool,
@@ -64,6 +70,7 @@ pub(crate) fn parse_args(raw: &[String]) -> Result<Args, String> {
         max_connections: None,
         pgpipe_options: None,
         syscalls: false,
+        autogroup_off: false,
         out_dir: PathBuf::from("target/web-bench"),
         svg_dir: PathBuf::from("target/web-bench"),
         update_docs: false,
@@ -104,6 +111,17 @@ pub(crate) fn parse_args(raw: &[String]) -> Result<Args, String> {
             }
             "--update-docs" => a.update_docs = true,
             "--syscalls" => a.syscalls = true,
+            "--sched-autogroup" => {
+                a.autogroup_off = match value()?.as_str() {
+                    "off" => true,
+                    "keep" => false,
+                    other => {
+                        return Err(format!(
+                            "--sched-autogroup takes off or keep, not {other:?}"
+                        ))
+                    }
+                }
+            }
             "--url" => a.url = Some(value()?),
             "--replot" => a.replot = Some(value()?.into()),
             "-h" | "--help" => return Err(USAGE.into()),

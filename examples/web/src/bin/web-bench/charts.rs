@@ -19,8 +19,14 @@ fn path_of_label(label: &str) -> String {
 /// The charts' subtitle, from a run's metadata.
 pub(crate) fn subtitle(meta: &BTreeMap<String, String>) -> String {
     let get = |k: &str| meta.get(k).cloned().unwrap_or_default();
+    // Older runs did not record it; the long "off for this run (...)" reads as plain "off".
+    let autogroup = match meta.get("sched_autogroup") {
+        Some(v) if v.starts_with("off") => " · kernel autogroup off",
+        Some(v) if v == "on" => " · kernel autogroup on",
+        _ => "",
+    };
     format!(
-        "wrk {} · {} rounds of {} · {} cores shared by wrk, server and PostgreSQL {}",
+        "wrk {} · {} rounds of {} · {} cores shared by wrk, server and PostgreSQL {}{autogroup}",
         get("wrk"),
         get("rounds"),
         get("window"),

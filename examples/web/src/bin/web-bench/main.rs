@@ -30,6 +30,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use pgpipe_web::autogroup;
 use pgpipe_web::bench::host_jiffies;
 
 use crate::args::{endpoint_path, parse_args, Args};
@@ -80,6 +81,16 @@ fn run(a: &Args) -> Result<bool, String> {
     if a.syscalls {
         check_perf()?;
     }
+    // Before the cluster starts, so every backend of the run is scheduled one way; put back
+    // when this returns.
+    let switched = if a.autogroup_off {
+        Some(autogroup::Off::switch()?)
+    } else {
+        None
+    };
+    let autogroup = switched
+        .as_ref()
+        .map_or_else(autogroup::kept, autogroup::Off::state);
     // No URL: a throwaway cluster of the tests' harness, removed when this returns.
     let (_cluster, admin_url) = match &a.url {
         Some(u) => (None, u.clone()),
@@ -139,6 +150,14 @@ fn run(a: &Args) -> Result<bool, String> {
         if dirty { " (dirty)" } else { "" },
         busy_before * 100.0
     );
+    println!("web-bench: kernel autogroup scheduling {autogroup}");
+    if autogroup == autogroup::State::On {
+        println!(
+            "web-bench: note: with autogroup on, each PostgreSQL backend competes for CPU as a \
+             session of its own; on a machine shared with the server this delays backends and \
+             lengthens tails (docs/BENCHMARKS.md, \"Autogroup\"); --sched-autogroup off measures without it"
+        );
+    }
     let mut runs: Vec<Run> = Vec::new();
     let mut failures: Vec<String> = Vec::new();
     for round in 0..a.rounds {
@@ -411,6 +430,7 @@ fn run(a: &Args) -> Result<bool, String> {
         format!("{} s warm-up, {} s measured", a.warmup, a.duration),
     );
     meta.insert("rounds", a.rounds.to_string());
+    meta.insert("sched_autogroup", autogroup.to_string());
     meta.insert(
         "elapsed_s",
         format!("{:.0}", started.elapsed().as_secs_f64()),

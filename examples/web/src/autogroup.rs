@@ -1,0 +1,176 @@
+//! The kernel's autogroup scheduling (`kernel.sched_autogroup_enabled`) and switching it off
+//! for the length of a benchmark.
+//!
+//! With autogroup on, the scheduler shares CPU between sessions (`setsid`) first and between
+//! threads of a session second. PostgreSQL makes every child of the postmaster a session leader,
+//! so on a machine that also runs the web server and `wrk`, each backend competes as a whole
+//! session against the server's and wrk's threads together. On the web benchmark's 2-core
+//! machine that left runnable backends waiting hundreds of milliseconds and put the glommio
+//! server's `/fortunes` p99 at 0.7–1.6 s (`docs/BENCHMARKS.md`, "Autogroup"). A deployment where
+//! PostgreSQL runs on its own machine, or where services run in cgroups of their own, does not
+//! schedule that way; the benchmark can therefore measure without it, and always says which.
+
+use std::fmt;
+use std::path::Path;
+
+/// Where Linux keeps the setting.
+const SYSCTL: &str = "/proc/sys/kernel/sched_autogroup_enabled";
+
+/// The setting as read; `None` where the file is missing (not Linux, or a kernel built without
+/// autogroup) or unreadable.
+pub fn enabled() -> Option<bool> {
+    read(Path::new(SYSCTL))
+}
+
+fn read(path: &Path) -> Option<bool> {
+    parse(&std::fs::read_to_string(path).ok()?)
+}
+
+/// `"1\n"` is on, `"0\n"` off; anything else is not a value this module understands.
+pub fn parse(text: &str) -> Option<bool> {
+    match text.trim() {
+        "0" => Some(false),
+        "1" => Some(true),
+        _ => None,
+    }
+}
+
+/// What a run did with the setting, for its report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// On, and left on.
+    On,
+    /// Off before the run.
+    Off,
+    /// On before the run, off for it, and put back afterwards.
+    OffForRun,
+    /// No such setting here.
+    Unknown,
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            State::On => "on",
+            State::Off => "off",
+            State::OffForRun => "off for this run (on before, put back after)",
+            State::Unknown => "not present",
+        })
+    }
+}
+
+/// Autogroup switched off until this value drops, when the previous setting is written back.
+/// Holds nothing when the setting was already off (or missing): there is nothing to restore.
+#[derive(Debug)]
+pub struct Off {
+    restore: bool,
+    state: State,
+}
+
+impl Off {
+    /// Switches autogroup off if it is on. Fails (needs root) when the setting is on and cannot
+    /// be written, so a run asked to measure without it never silently measures with it.
+    pub fn switch() -> Result<Off, String> {
+        Self::switch_at(Path::new(SYSCTL))
+    }
+
+    fn switch_at(path: &Path) -> Result<Off, String> {
+        match read(path) {
+            None => Ok(Off {
+                restore: false,
+                state: State::Unknown,
+            }),
+            Some(false) => Ok(Off {
+                restore: false,
+                state: State::Off,
+            }),
+            Some(true) => {
+                std::fs::write(path, "0\n").map_err(|e| {
+                    format!(
+                        "switching autogroup off ({}): {e}; run as root, or pass \
+                         --sched-autogroup keep to measure with it on",
+                        path.display()
+                    )
+                })?;
+                Ok(Off {
+                    restore: true,
+                    state: State::OffForRun,
+                })
+            }
+        }
+    }
+
+    /// What the run measured under.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    fn restore_at(&mut self, path: &Path) {
+        if std::mem::take(&mut self.restore) {
+            if let Err(e) = std::fs::write(path, "1\n") {
+                eprintln!(
+                    "web-bench: could not switch autogroup back on ({}): {e}",
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
+impl Drop for Off {
+    fn drop(&mut self) {
+        self.restore_at(Path::new(SYSCTL));
+    }
+}
+
+/// The state of a run that leaves the setting as it is.
+pub fn kept() -> State {
+    match enabled() {
+        Some(true) => State::On,
+        Some(false) => State::Off,
+        None => State::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_parse() {
+        assert_eq!(parse("1\n"), Some(true));
+        assert_eq!(parse("0"), Some(false));
+        assert_eq!(parse("2\n"), None);
+        assert_eq!(parse(""), None);
+    }
+
+    /// On a stand-in file: switched off while held, written back on drop, untouched when it
+    /// was off already.
+    #[test]
+    fn a_switch_restores_what_it_found() {
+        let dir = std::env::temp_dir().join(format!("pgpipe-autogroup-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("sched_autogroup_enabled");
+
+        std::fs::write(&file, "1\n").unwrap();
+        let mut off = Off::switch_at(&file).unwrap();
+        assert_eq!(off.state(), State::OffForRun);
+        assert_eq!(read(&file), Some(false));
+        off.restore_at(&file);
+        assert_eq!(read(&file), Some(true));
+        // A second restore (the drop) writes nothing more.
+        std::fs::write(&file, "0\n").unwrap();
+        off.restore_at(&file);
+        assert_eq!(read(&file), Some(false));
+
+        let mut off = Off::switch_at(&file).unwrap();
+        assert_eq!(off.state(), State::Off);
+        std::fs::write(&file, "0\n").unwrap();
+        off.restore_at(&file);
+        assert_eq!(read(&file), Some(false));
+
+        let missing = Off::switch_at(&dir.join("absent")).unwrap();
+        assert_eq!(missing.state(), State::Unknown);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
