@@ -46,6 +46,7 @@
 
 #![warn(missing_docs)]
 
+pub mod autogroup;
 mod binaries;
 mod cluster;
 mod error;

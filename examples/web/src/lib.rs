@@ -8,13 +8,11 @@
 //! pgpipe on glommio thread-per-core (hyper 1.x on glommio sockets, [`glommio_io`]), pgpipe on
 //! tokio with axum, axum with deadpool-postgres, axum with round-robin tokio-postgres clients.
 //! [`schema`] creates and fills the `world` and `fortune` tables; [`bench`](mod@bench) holds the pieces of
-//! the `web-bench` binary that are worth testing (wrk output parsing, CPU accounting, charts),
-//! [`autogroup`] the kernel scheduling setting the benchmark reports and can switch off.
+//! the `web-bench` binary that are worth testing (wrk output parsing, CPU accounting, charts).
 
 #![warn(missing_docs)]
 
 pub mod app;
-pub mod autogroup;
 pub mod bench;
 pub mod db;
 pub mod glommio_io;

@@ -50,6 +50,10 @@ usage: cargo run --release -p pgpipe-bench -- [options]
                           (default: results.json in the run's directory, see below)
   --svg-dir DIR           charts (default: charts/ in the run's directory)
   --no-svg                no charts
+  --sched-autogroup off|keep  off: switch the kernel's autogroup scheduling off for the run and
+                          back on after it (needs root); keep (default): the machine as it is.
+                          Either way the report's machine line says which (docs/BENCHMARKS.md,
+                          Autogroup)
   --update-docs           refresh the committed report instead: charts to docs/bench/, JSON and
                           Markdown to bench/results/pgpipe-bench-<unix time>.json/.md (not with --quick)
   --list                  print the plan and exit
@@ -91,6 +95,7 @@ pub(crate) struct Args {
     pub(crate) out: Option<PathBuf>,
     pub(crate) svg_dir: Option<PathBuf>,
     pub(crate) no_svg: bool,
+    pub(crate) autogroup_off: bool,
     pub(crate) update_docs: bool,
     pub(crate) list: bool,
 }
@@ -127,6 +132,7 @@ pub(crate) fn parse_args(argv: &[String]) -> Result<Args, String> {
         out: None,
         svg_dir: None,
         no_svg: false,
+        autogroup_off: false,
         update_docs: false,
         list: false,
     };
@@ -173,6 +179,17 @@ pub(crate) fn parse_args(argv: &[String]) -> Result<Args, String> {
             "--out" => a.out = Some(val()?.into()),
             "--svg-dir" => a.svg_dir = Some(val()?.into()),
             "--no-svg" => a.no_svg = true,
+            "--sched-autogroup" => {
+                a.autogroup_off = match val()?.as_str() {
+                    "off" => true,
+                    "keep" => false,
+                    other => {
+                        return Err(format!(
+                            "--sched-autogroup takes off or keep, not {other:?}"
+                        ))
+                    }
+                }
+            }
             "--update-docs" => a.update_docs = true,
             "--list" => a.list = true,
             "-h" | "--help" => return Err(String::new()),

@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use pgpipe_bench::proxy::DelayProxy;
+use pgpipe_tests::autogroup;
 
 use crate::args::{build_plan, parse_args, settings, Args, USAGE};
 use crate::engine::Job;
@@ -176,6 +177,18 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
         );
         return Ok(true);
     }
+
+    // Before the cluster starts, so every backend of the run is scheduled one way; put back
+    // when this returns.
+    let switched = if args.autogroup_off {
+        Some(autogroup::Off::switch()?)
+    } else {
+        None
+    };
+    let autogroup = switched
+        .as_ref()
+        .map_or_else(autogroup::kept, autogroup::Off::state);
+    eprintln!("pgpipe-bench: kernel autogroup scheduling {autogroup}");
 
     // The server: given, or a throwaway cluster kept alive until the end.
     let url = args
@@ -470,9 +483,9 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
     goals.push(server_log_goal(cluster.as_ref()));
 
     let mut md = String::new();
-    let machine = Machine::collect(server_version, server);
+    let machine = Machine::collect(server_version, server, autogroup.to_string());
     md.push_str(&format!(
-        "## pgpipe-bench results\n\nCommand: `cargo run --release -p pgpipe-bench --{}{}`  \nMachine: {} CPUs ({}), {} GiB, Linux {} (sched_autogroup_enabled={}); {}; server: {}.  \nSetup names, scenario ids, columns and units are explained under \"{}\" at the end.\n\n",
+        "## pgpipe-bench results\n\nCommand: `cargo run --release -p pgpipe-bench --{}{}`  \nMachine: {} CPUs ({}), {} GiB, Linux {} (autogroup {}); {}; server: {}.  \nSetup names, scenario ids, columns and units are explained under \"{}\" at the end.\n\n",
         if argv.is_empty() { "" } else { " " },
         argv.join(" "),
         machine.nproc,

@@ -281,13 +281,14 @@ pub struct Machine {
     pub kernel: String,
     pub server_version: String,
     pub server: String,
-    /// `kernel.sched_autogroup_enabled` as read ("0", "1"; empty where absent): with it on,
-    /// every PostgreSQL backend is scheduled as a session of its own (docs/BENCHMARKS.md).
+    /// The kernel's autogroup scheduling during the run (on, off, off for the run, not
+    /// present): with it on, every PostgreSQL backend is scheduled as a session of its own
+    /// (docs/BENCHMARKS.md, "Autogroup").
     pub sched_autogroup: String,
 }
 
 impl Machine {
-    pub fn collect(server_version: String, server: String) -> Machine {
+    pub fn collect(server_version: String, server: String, sched_autogroup: String) -> Machine {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu_model = cpuinfo
             .lines()
@@ -312,10 +313,7 @@ impl Machine {
                 .to_owned(),
             server_version,
             server,
-            sched_autogroup: std::fs::read_to_string("/proc/sys/kernel/sched_autogroup_enabled")
-                .unwrap_or_default()
-                .trim()
-                .to_owned(),
+            sched_autogroup,
         }
     }
 }

@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use pgpipe_web::autogroup;
+use pgpipe_tests::autogroup;
 use pgpipe_web::bench::host_jiffies;
 
 use crate::args::{endpoint_path, parse_args, Args};

@@ -1,14 +1,14 @@
-//! The kernel's autogroup scheduling (`kernel.sched_autogroup_enabled`) and switching it off
+//! The kernel's autogroup scheduling (`kernel.sched_autogroup_enabled`), and switching it off
 //! for the length of a benchmark.
 //!
 //! With autogroup on, the scheduler shares CPU between sessions (`setsid`) first and between
 //! threads of a session second. PostgreSQL makes every child of the postmaster a session leader,
-//! so on a machine that also runs the web server and `wrk`, each backend competes as a whole
-//! session against the server's and wrk's threads together. On the web benchmark's 2-core
-//! machine that left runnable backends waiting hundreds of milliseconds and put the glommio
-//! server's `/fortunes` p99 at 0.7–1.6 s (`docs/BENCHMARKS.md`, "Autogroup"). A deployment where
-//! PostgreSQL runs on its own machine, or where services run in cgroups of their own, does not
-//! schedule that way; the benchmark can therefore measure without it, and always says which.
+//! so on a machine that also runs the client (and a load generator), each backend competes as a
+//! whole session against all of the client's threads. On the web benchmark's 2-core machine that
+//! left runnable backends waiting several times as long and put the glommio server's
+//! `/fortunes` p99 at 0.7–1.6 s (`docs/BENCHMARKS.md`, "Autogroup"). Where PostgreSQL runs on a
+//! machine of its own, or services run in CPU cgroups of their own, nothing schedules that way;
+//! the benchmarks can therefore measure without it, and always say which.
 
 use std::fmt;
 use std::path::Path;
@@ -109,7 +109,7 @@ impl Off {
         if std::mem::take(&mut self.restore) {
             if let Err(e) = std::fs::write(path, "1\n") {
                 eprintln!(
-                    "web-bench: could not switch autogroup back on ({}): {e}",
+                    "could not switch autogroup back on ({}): {e}",
                     path.display()
                 );
             }
