@@ -485,7 +485,7 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
     let mut md = String::new();
     let machine = Machine::collect(server_version, server, autogroup.to_string());
     md.push_str(&format!(
-        "## pgpipe-bench results\n\nCommand: `cargo run --release -p pgpipe-bench --{}{}`  \nMachine: {} CPUs ({}), {} GiB, Linux {} (autogroup {}); {}; server: {}.  \nSetup names, scenario ids, columns and units are explained under \"{}\" at the end.\n\n",
+        "## pgpipe-bench results\n\nCommand: `cargo run --release -p pgpipe-bench --{}{}`  \nMachine: {} CPUs ({}), {} GiB, Linux {}, kernel autogroup {}; {}; server: {}.  \nSetup names, scenario ids, columns and units are explained under \"{}\" at the end.\n\n",
         if argv.is_empty() { "" } else { " " },
         argv.join(" "),
         machine.nproc,
