@@ -18,10 +18,6 @@ const SYSCTL: &str = "/proc/sys/kernel/sched_autogroup_enabled";
 
 /// The setting as read; `None` where the file is missing (not Linux, or a kernel built without
 /// autogroup) or unreadable.
-pub fn enabled() -> Option<bool> {
-    read(Path::new(SYSCTL))
-}
-
 fn read(path: &Path) -> Option<bool> {
     parse(&std::fs::read_to_string(path).ok()?)
 }
@@ -59,31 +55,33 @@ impl fmt::Display for State {
     }
 }
 
-/// Autogroup switched off until this value drops, when the previous setting is written back.
-/// Holds nothing when the setting was already off (or missing): there is nothing to restore.
+/// A run's autogroup: switched off for it when asked (put back when this value drops), else
+/// as the machine has it; either way [`ForRun::state`] says which, for the report.
 #[derive(Debug)]
-pub struct Off {
+pub struct ForRun {
     restore: bool,
     state: State,
 }
 
-impl Off {
-    /// Switches autogroup off if it is on. Fails (needs root) when the setting is on and cannot
-    /// be written, so a run asked to measure without it never silently measures with it.
-    pub fn switch() -> Result<Off, String> {
-        Self::switch_at(Path::new(SYSCTL))
+impl ForRun {
+    /// Switches autogroup off if `off` and it is on; with `off` false, only reads it. Fails
+    /// (needs root) when asked to switch and the setting cannot be written, so a run asked to
+    /// measure without autogroup never silently measures with it.
+    pub fn start(off: bool) -> Result<ForRun, String> {
+        Self::start_at(Path::new(SYSCTL), off)
     }
 
-    fn switch_at(path: &Path) -> Result<Off, String> {
+    fn start_at(path: &Path, off: bool) -> Result<ForRun, String> {
+        let kept = |state| {
+            Ok(ForRun {
+                restore: false,
+                state,
+            })
+        };
         match read(path) {
-            None => Ok(Off {
-                restore: false,
-                state: State::Unknown,
-            }),
-            Some(false) => Ok(Off {
-                restore: false,
-                state: State::Off,
-            }),
+            None => kept(State::Unknown),
+            Some(false) => kept(State::Off),
+            Some(true) if !off => kept(State::On),
             Some(true) => {
                 std::fs::write(path, "0\n").map_err(|e| {
                     format!(
@@ -92,7 +90,7 @@ impl Off {
                         path.display()
                     )
                 })?;
-                Ok(Off {
+                Ok(ForRun {
                     restore: true,
                     state: State::OffForRun,
                 })
@@ -117,24 +115,33 @@ impl Off {
     }
 }
 
-impl Drop for Off {
+impl Drop for ForRun {
     fn drop(&mut self) {
         self.restore_at(Path::new(SYSCTL));
     }
 }
 
-/// The state of a run that leaves the setting as it is.
-pub fn kept() -> State {
-    match enabled() {
-        Some(true) => State::On,
-        Some(false) => State::Off,
-        None => State::Unknown,
+/// The value of a `--sched-autogroup` flag: `off` (true) or `keep` (false).
+pub fn parse_flag(value: &str) -> Result<bool, String> {
+    match value {
+        "off" => Ok(true),
+        "keep" => Ok(false),
+        other => Err(format!(
+            "--sched-autogroup takes off or keep, not {other:?}"
+        )),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flags_parse() {
+        assert_eq!(parse_flag("off"), Ok(true));
+        assert_eq!(parse_flag("keep"), Ok(false));
+        assert!(parse_flag("on").is_err());
+    }
 
     #[test]
     fn values_parse() {
@@ -153,7 +160,7 @@ mod tests {
         let file = dir.join("sched_autogroup_enabled");
 
         std::fs::write(&file, "1\n").unwrap();
-        let mut off = Off::switch_at(&file).unwrap();
+        let mut off = ForRun::start_at(&file, true).unwrap();
         assert_eq!(off.state(), State::OffForRun);
         assert_eq!(read(&file), Some(false));
         off.restore_at(&file);
@@ -163,13 +170,19 @@ mod tests {
         off.restore_at(&file);
         assert_eq!(read(&file), Some(false));
 
-        let mut off = Off::switch_at(&file).unwrap();
+        let mut off = ForRun::start_at(&file, true).unwrap();
         assert_eq!(off.state(), State::Off);
         std::fs::write(&file, "0\n").unwrap();
         off.restore_at(&file);
         assert_eq!(read(&file), Some(false));
 
-        let missing = Off::switch_at(&dir.join("absent")).unwrap();
+        // Kept: read, never written.
+        std::fs::write(&file, "1\n").unwrap();
+        let kept = ForRun::start_at(&file, false).unwrap();
+        assert_eq!(kept.state(), State::On);
+        assert_eq!(read(&file), Some(true));
+
+        let missing = ForRun::start_at(&dir.join("absent"), true).unwrap();
         assert_eq!(missing.state(), State::Unknown);
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -179,17 +179,7 @@ pub(crate) fn parse_args(argv: &[String]) -> Result<Args, String> {
             "--out" => a.out = Some(val()?.into()),
             "--svg-dir" => a.svg_dir = Some(val()?.into()),
             "--no-svg" => a.no_svg = true,
-            "--sched-autogroup" => {
-                a.autogroup_off = match val()?.as_str() {
-                    "off" => true,
-                    "keep" => false,
-                    other => {
-                        return Err(format!(
-                            "--sched-autogroup takes off or keep, not {other:?}"
-                        ))
-                    }
-                }
-            }
+            "--sched-autogroup" => a.autogroup_off = pgpipe_tests::autogroup::parse_flag(&val()?)?,
             "--update-docs" => a.update_docs = true,
             "--list" => a.list = true,
             "-h" | "--help" => return Err(String::new()),

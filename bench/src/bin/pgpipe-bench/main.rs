@@ -180,14 +180,8 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
 
     // Before the cluster starts, so every backend of the run is scheduled one way; put back
     // when this returns.
-    let switched = if args.autogroup_off {
-        Some(autogroup::Off::switch()?)
-    } else {
-        None
-    };
-    let autogroup = switched
-        .as_ref()
-        .map_or_else(autogroup::kept, autogroup::Off::state);
+    let autogroup_run = autogroup::ForRun::start(args.autogroup_off)?;
+    let autogroup = autogroup_run.state();
     eprintln!("pgpipe-bench: kernel autogroup scheduling {autogroup}");
 
     // The server: given, or a throwaway cluster kept alive until the end.

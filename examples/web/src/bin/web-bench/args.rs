@@ -112,15 +112,7 @@ pub(crate) fn parse_args(raw: &[String]) -> Result<Args, String> {
             "--update-docs" => a.update_docs = true,
             "--syscalls" => a.syscalls = true,
             "--sched-autogroup" => {
-                a.autogroup_off = match value()?.as_str() {
-                    "off" => true,
-                    "keep" => false,
-                    other => {
-                        return Err(format!(
-                            "--sched-autogroup takes off or keep, not {other:?}"
-                        ))
-                    }
-                }
+                a.autogroup_off = pgpipe_tests::autogroup::parse_flag(&value()?)?
             }
             "--url" => a.url = Some(value()?),
             "--replot" => a.replot = Some(value()?.into()),

@@ -83,14 +83,8 @@ fn run(a: &Args) -> Result<bool, String> {
     }
     // Before the cluster starts, so every backend of the run is scheduled one way; put back
     // when this returns.
-    let switched = if a.autogroup_off {
-        Some(autogroup::Off::switch()?)
-    } else {
-        None
-    };
-    let autogroup = switched
-        .as_ref()
-        .map_or_else(autogroup::kept, autogroup::Off::state);
+    let autogroup_run = autogroup::ForRun::start(a.autogroup_off)?;
+    let autogroup = autogroup_run.state();
     // No URL: a throwaway cluster of the tests' harness, removed when this returns.
     let (_cluster, admin_url) = match &a.url {
         Some(u) => (None, u.clone()),
