@@ -6,7 +6,7 @@
 //! so on a machine that also runs the client (and a load generator), each backend competes as a
 //! whole session against all of the client's threads. On the web benchmark's 2-core machine that
 //! left runnable backends waiting several times as long and put the glommio server's
-//! `/fortunes` p99 at 0.7–1.6 s (`docs/BENCHMARKS.md`, "Autogroup"). Where PostgreSQL runs on a
+//! `/fortunes` p99 at 0.6–1.6 s (`docs/BENCHMARKS.md`, "Autogroup"). Where PostgreSQL runs on a
 //! machine of its own, or services run in CPU cgroups of their own, nothing schedules that way;
 //! the benchmarks can therefore measure without it, and always say which.
 
