@@ -90,10 +90,19 @@ impl ForRun {
                         path.display()
                     )
                 })?;
-                Ok(ForRun {
+                let mut run = ForRun {
                     restore: true,
                     state: State::OffForRun,
-                })
+                };
+                // A run stopped by Ctrl-C or a crash never drops this value: a detached shell
+                // puts the setting back once this process is gone.
+                if let Err(e) = spawn_restorer(std::process::id(), path) {
+                    run.restore_at(path);
+                    return Err(format!(
+                        "starting the watcher that switches autogroup back on: {e}"
+                    ));
+                }
+                Ok(run)
             }
         }
     }
@@ -121,6 +130,30 @@ impl Drop for ForRun {
     }
 }
 
+/// Waits for `pid` to be gone, then writes 1 to `path`; in a process group of its own, so a
+/// Ctrl-C aimed at the benchmark does not stop it too.
+const RESTORER_SCRIPT: &str = r#"pid=$1; file=$2
+while kill -0 "$pid" 2>/dev/null; do sleep 0.5; done
+echo 1 > "$file"
+"#;
+
+fn spawn_restorer(pid: u32, path: &Path) -> std::io::Result<()> {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    Command::new("sh")
+        .arg("-c")
+        .arg(RESTORER_SCRIPT)
+        .arg("pgpipe-autogroup-restorer")
+        .arg(pid.to_string())
+        .arg(path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map(drop)
+}
+
 /// The value of a `--sched-autogroup` flag: `off` (true) or `keep` (false).
 pub fn parse_flag(value: &str) -> Result<bool, String> {
     match value {
@@ -135,6 +168,32 @@ pub fn parse_flag(value: &str) -> Result<bool, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run that never drops its guard (Ctrl-C, a crash): the watcher puts the setting back
+    /// once the process is gone.
+    #[test]
+    fn the_setting_comes_back_when_the_process_is_gone_without_dropping() {
+        let dir = std::env::temp_dir().join(format!("pgpipe-restorer-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("sched_autogroup_enabled");
+        std::fs::write(&file, "0\n").unwrap();
+        let mut run = std::process::Command::new("sleep")
+            .arg("0.3")
+            .spawn()
+            .unwrap();
+        spawn_restorer(run.id(), &file).unwrap();
+        assert_eq!(read(&file), Some(false), "restored while the process lived");
+        run.wait().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while read(&file) != Some(true) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "not restored 10 s after the process ended"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn flags_parse() {

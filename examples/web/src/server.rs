@@ -109,6 +109,9 @@ pub struct Options {
     /// the URL's (none by default: pgpipe's defaults); `pipeline_size` and `max_connections`
     /// come from `connections` and `max_connections`.
     pub pgpipe_options: Option<String>,
+    /// [`serve_forever`] returns once its standard input reaches end of file: a parent that
+    /// holds the other end of a pipe takes the server with it when it dies, however it dies.
+    pub exit_on_stdin_eof: bool,
 }
 
 impl Options {
@@ -125,6 +128,7 @@ impl Options {
             application_name: format!("pgpipe-web-{}", variant.name()),
             pin: true,
             pgpipe_options: None,
+            exit_on_stdin_eof: false,
         }
     }
 
@@ -165,11 +169,17 @@ pub fn start(opts: Options) -> Result<SocketAddr, String> {
 /// [`start`], then blocks for good (until the process is killed). Prints `listening on ADDR`
 /// on stdout first, which is what `web-bench` waits for.
 pub fn serve_forever(opts: Options) -> Result<(), String> {
+    let exit_on_eof = opts.exit_on_stdin_eof;
     let addr = start(opts)?;
     println!("listening on {addr}");
     // The parent reads this line through a pipe: make sure it is not stuck in a buffer.
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
+    if exit_on_eof {
+        // Returning ends the process, the server's threads with it.
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+        return Ok(());
+    }
     loop {
         std::thread::park();
     }
@@ -415,14 +425,14 @@ fn start_tokio(opts: Options) -> Result<SocketAddr, String> {
 
 /// Parses the `serve` subcommand's flags: `--variant NAME --url URL [--addr IP:PORT]
 /// [--threads N] [--connections N] [--max-connections N] [--application-name NAME]
-/// [--pgpipe-options k=v&k=v] [--unpinned]`.
+/// [--pgpipe-options k=v&k=v] [--unpinned] [--exit-on-stdin-eof]`.
 /// Without `--url`, `DATABASE_URL`.
 pub fn parse_serve_args(args: &[String]) -> Result<Options, String> {
     let mut variant = None;
     let mut url = std::env::var("DATABASE_URL").ok();
     let (mut addr, mut threads, mut connections, mut max_connections, mut app_name) =
         (None, None, None, None, None);
-    let (mut pgpipe_options, mut pin) = (None, true);
+    let (mut pgpipe_options, mut pin, mut exit_on_stdin_eof) = (None, true, false);
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let mut value = || {
@@ -450,6 +460,7 @@ pub fn parse_serve_args(args: &[String]) -> Result<Options, String> {
             "--application-name" => app_name = Some(value()?),
             "--pgpipe-options" => pgpipe_options = Some(value()?),
             "--unpinned" => pin = false,
+            "--exit-on-stdin-eof" => exit_on_stdin_eof = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -471,6 +482,7 @@ pub fn parse_serve_args(args: &[String]) -> Result<Options, String> {
         opts.application_name = n;
     }
     opts.pin = pin;
+    opts.exit_on_stdin_eof = exit_on_stdin_eof;
     if pgpipe_options.is_some() {
         opts.pgpipe_options = pgpipe_options;
     }

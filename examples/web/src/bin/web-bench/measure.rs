@@ -39,7 +39,10 @@ impl Server {
             "--url",
             url,
         ])
-        .args(["--addr", "127.0.0.1:0", "--application-name", app_name]);
+        .args(["--addr", "127.0.0.1:0", "--application-name", app_name])
+        // The server holds the read end of a pipe whose write end is `child.stdin`: when this
+        // process dies, even by a signal, the server sees end of file and exits too.
+        .arg("--exit-on-stdin-eof");
         if let Some(k) = a.max_connections {
             cmd.args(["--max-connections", &k.to_string()]);
         }
@@ -49,7 +52,7 @@ impl Server {
         // The entry's own options come last and win.
         cmd.args(entry_flags(entry)?);
         let mut child = cmd
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
