@@ -31,7 +31,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use pgpipe_tests::autogroup;
-use pgpipe_web::bench::host_jiffies;
+use pgpipe_web::bench::{host_jiffies, host_probe};
 
 use crate::args::{endpoint_path, parse_args, Args};
 use crate::charts::{replot, subtitle, write_charts};
@@ -72,6 +72,13 @@ fn main() {
             std::process::exit(1);
         }
     }
+}
+
+/// The median of 5 [`host_probe`] loops, ms.
+fn host_speed() -> f64 {
+    let mut ms: Vec<f64> = (0..5).map(|_| host_probe().1).collect();
+    ms.sort_by(f64::total_cmp);
+    ms[2]
 }
 
 /// The whole benchmark; `Ok(false)` when a run failed or had errors.
@@ -174,6 +181,8 @@ fn run(a: &Args) -> Result<bool, String> {
             };
             for (endpoint, label) in &endpoints {
                 let target = format!("http://{}{}", server.addr, endpoint);
+                // The host's speed now, while the server idles between runs.
+                let probe_ms = host_speed();
                 if a.warmup > 0 {
                     if let Err(e) = run_wrk(a, &target, a.warmup) {
                         failures.push(format!("{entry} {endpoint} warm-up: {e}"));
@@ -208,13 +217,14 @@ fn run(a: &Args) -> Result<bool, String> {
                             wrk_cpu_us: per(cpu[3]),
                             host_busy,
                             steal_pct,
+                            probe_ms,
                             app_switches: switches.map(|n| n as f64 / req),
                             app_syscalls: syscalls.map(|[all, _]| all as f64 / req),
                             app_uring_enters: syscalls.map(|[_, uring]| uring as f64 / req),
                             wrk,
                         };
                         println!(
-                            "round {} {:<20} {:<12} {:>9.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms  errors {}  conns {:.1}/{}  cpu/req host {:.0} app {:.0} db {} wrk {:.0} µs{}",
+                            "round {} {:<20} {:<12} {:>9.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms  errors {}  conns {:.1}/{}  cpu/req host {:.0} app {:.0} db {} wrk {:.0} µs{}  probe {:.1} ms",
                             run.round,
                             run.entry,
                             run.endpoint,
@@ -228,7 +238,8 @@ fn run(a: &Args) -> Result<bool, String> {
                             run.app_cpu_us,
                             run.db_cpu_us.map_or("-".into(), |v| format!("{v:.0}")),
                             run.wrk_cpu_us,
-                            per_request_calls(run.app_switches, run.app_syscalls, run.app_uring_enters)
+                            per_request_calls(run.app_switches, run.app_syscalls, run.app_uring_enters),
+                            run.probe_ms
                         );
                         runs.push(run);
                     }
@@ -326,6 +337,26 @@ fn run(a: &Args) -> Result<bool, String> {
                     "CPU stolen by the hypervisor (/proc/stat steal), {label}: median {:.1}% of \
                      the machine's time per run, max {max:.1}% ({who}, round {round})\n",
                     steal[steal.len() / 2].0
+                ),
+            );
+        }
+    }
+    // The host's own speed: what separates rounds when nothing else does.
+    for (_, label) in &endpoints {
+        let mut probe: Vec<f64> = runs
+            .iter()
+            .filter(|r| &r.endpoint == label)
+            .map(|r| r.probe_ms)
+            .collect();
+        probe.sort_by(f64::total_cmp);
+        if let (Some(min), Some(max)) = (probe.first(), probe.last()) {
+            let _ = std::fmt::Write::write_fmt(
+                &mut aa,
+                format_args!(
+                    "Host speed before each run, {label}: a fixed single-thread loop took median \
+                     {:.1} ms, {min:.1}–{max:.1} ms (the slowest {:.0}% over the fastest)\n",
+                    probe[probe.len() / 2],
+                    (max / min - 1.0) * 100.0
                 ),
             );
         }

@@ -27,6 +27,11 @@ pub(crate) struct Run {
     pub(crate) host_busy: f64,
     /// The share of the machine's time the hypervisor gave to other guests, in percent.
     pub(crate) steal_pct: f64,
+    /// The host's speed just before the run: the median time of 5 [`host_probe`] loops, ms
+    /// (more is slower).
+    ///
+    /// [`host_probe`]: pgpipe_web::bench::host_probe
+    pub(crate) probe_ms: f64,
     /// The server process's context switches per request (all threads).
     pub(crate) app_switches: Option<f64>,
     /// The server process's system calls per request (`--syscalls`).
