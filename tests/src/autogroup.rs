@@ -130,28 +130,16 @@ impl Drop for ForRun {
     }
 }
 
-/// Waits for `pid` to be gone, then writes 1 to `path`; in a process group of its own, so a
-/// Ctrl-C aimed at the benchmark does not stop it too.
-const RESTORER_SCRIPT: &str = r#"pid=$1; file=$2
-while kill -0 "$pid" 2>/dev/null; do sleep 0.5; done
-echo 1 > "$file"
-"#;
-
+/// Writes 1 to `path` once process `pid` is gone.
 fn spawn_restorer(pid: u32, path: &Path) -> std::io::Result<()> {
-    use std::os::unix::process::CommandExt;
-    use std::process::{Command, Stdio};
-    Command::new("sh")
-        .arg("-c")
-        .arg(RESTORER_SCRIPT)
-        .arg("pgpipe-autogroup-restorer")
-        .arg(pid.to_string())
-        .arg(path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .map(drop)
+    let script = r#"echo 1 > "$1""#;
+    crate::process::after_exit(
+        pid,
+        "pgpipe-autogroup-restorer",
+        script,
+        &[path.as_os_str()],
+    )
+    .map(drop)
 }
 
 /// The value of a `--sched-autogroup` flag: `off` (true) or `keep` (false).

@@ -1,6 +1,7 @@
 //! The processes the harness runs: commands to completion (as `postgres` when root), signals,
 //! and the detached watchdog that cleans up after a test process that died.
 
+use std::ffi::OsStr;
 use std::fs;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
@@ -10,14 +11,12 @@ use std::thread;
 
 use crate::HarnessError;
 
-/// Shell script of the watchdog process.
+/// Shell script of the watchdog's cleanup, run once the test process is gone ([`after_exit`]).
 ///
-/// Arguments: test process pid, pid of the spawned server process (the
-/// postmaster, or `runuser` when running as root), cluster directory and the
-/// path of `postmaster.pid`. The postmaster pid is read when cleanup starts,
-/// so the script also covers a server that was still starting up.
-const WATCHDOG_SCRIPT: &str = r#"parent=$1; server=$2; dir=$3; pidfile=$4
-while kill -0 "$parent" 2>/dev/null; do sleep 0.5; done
+/// Arguments: pid of the spawned server process (the postmaster, or `runuser` when running as
+/// root), cluster directory and the path of `postmaster.pid`. The postmaster pid is read when
+/// cleanup starts, so the script also covers a server that was still starting up.
+const WATCHDOG_SCRIPT: &str = r#"server=$1; dir=$2; pidfile=$3
 pm=$(head -n 1 "$pidfile" 2>/dev/null)
 case "$pm" in ''|*[!0-9]*) pm="" ;; esac
 if [ -n "$pm" ]; then kill -INT "$pm" 2>/dev/null; else kill -INT "$server" 2>/dev/null; fi
@@ -161,20 +160,36 @@ pub(crate) fn spawn_watchdog(
     dir: &Path,
     pidfile: &Path,
 ) -> Result<Child, HarnessError> {
+    let server = server.to_string();
+    after_exit(
+        std::process::id(),
+        "pgpipe-watchdog",
+        WATCHDOG_SCRIPT,
+        &[server.as_ref(), dir.as_os_str(), pidfile.as_os_str()],
+    )
+    .map_err(|e| HarnessError::io("spawning the cleanup watchdog", e))
+}
+
+/// Runs the shell `script` (with `args` as `$1`, `$2`, ...) once process `pid` is gone, in a
+/// detached shell named `name`: what must happen after a test or benchmark process ends,
+/// however it ends. Its own process group, so a Ctrl-C aimed at that process does not stop it.
+pub(crate) fn after_exit(
+    pid: u32,
+    name: &str,
+    script: &str,
+    args: &[&OsStr],
+) -> std::io::Result<Child> {
+    let script =
+        format!("pid=$1; shift\nwhile kill -0 \"$pid\" 2>/dev/null; do sleep 0.5; done\n{script}");
     Command::new("sh")
         .arg("-c")
-        .arg(WATCHDOG_SCRIPT)
-        .arg("pgpipe-watchdog")
-        .arg(std::process::id().to_string())
-        .arg(server.to_string())
-        .arg(dir)
-        .arg(pidfile)
+        .arg(script)
+        .arg(name)
+        .arg(pid.to_string())
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        // Own process group: a Ctrl-C aimed at the tests must not stop the watchdog before
-        // it has cleaned up.
         .process_group(0)
         .spawn()
-        .map_err(|e| HarnessError::io("spawning the cleanup watchdog", e))
 }
