@@ -504,9 +504,25 @@ mod tests {
         let status = "Name:\tweb\nvoluntary_ctxt_switches:\t120\nnonvoluntary_ctxt_switches:\t7\n";
         assert_eq!(context_switches_of(status), 127);
         assert_eq!(context_switches_of("Name:\tweb\n"), 0);
-        let me = process_context_switches(std::process::id()).expect("/proc on Linux");
+        // Other test threads may end between two reads and take their counts with them, so the
+        // process's sum need not grow; this thread's own count must, and the sum includes it.
+        let mine = || {
+            context_switches_of(
+                &std::fs::read_to_string("/proc/thread-self/status").expect("/proc"),
+            )
+        };
+        let before = mine();
         std::thread::sleep(std::time::Duration::from_millis(2));
-        assert!(process_context_switches(std::process::id()).expect("again") > me);
+        let after = mine();
+        assert!(
+            after > before,
+            "a sleep is a voluntary switch: {before} -> {after}"
+        );
+        let all = process_context_switches(std::process::id()).expect("/proc on Linux");
+        assert!(
+            all >= after,
+            "the process's sum {all} includes this thread's {after}"
+        );
     }
 
     #[test]
