@@ -53,6 +53,7 @@ mod error;
 mod estimates;
 pub mod fake_server;
 pub mod fault_proxy;
+pub mod host_speed;
 mod libpq;
 pub mod pgbouncer;
 mod process;

@@ -227,26 +227,6 @@ pub fn children_cpu_seconds() -> f64 {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
-/// Iterations of [`host_probe`]'s loop: about 20 ms on this project's test machines.
-const PROBE_STEPS: u64 = 20_000_000;
-
-/// Times a fixed single-thread loop (xorshift steps, each depending on the last) and returns
-/// its result, which depends only on the steps, with the time it took in milliseconds. On an
-/// idle machine the time measures the host's speed for that moment: a virtual machine's host
-/// can slow every process here by a third for minutes without the guest's `/proc/stat` showing
-/// any steal, and that drift, not the client, then separates two rounds.
-pub fn host_probe() -> (u64, f64) {
-    let t = std::time::Instant::now();
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    for _ in 0..PROBE_STEPS {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x = std::hint::black_box(x);
-    }
-    (x, t.elapsed().as_secs_f64() * 1e3)
-}
-
 /// One bar: a value with an optional min–max whisker.
 #[derive(Clone, Copy, Debug)]
 pub struct Bar {
@@ -483,21 +463,6 @@ pub fn bar_chart_svg(c: &BarChart) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The probe does all its steps (its result is the steps' own, not optimized away) and
-    /// takes some time doing them.
-    #[test]
-    fn the_host_probe_runs_its_fixed_work() {
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        for _ in 0..PROBE_STEPS {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-        }
-        let (got, ms) = host_probe();
-        assert_eq!(got, x);
-        assert!(ms > 0.0);
-    }
 
     #[test]
     fn context_switches_add_both_counters() {

@@ -54,6 +54,9 @@ usage: cargo run --release -p pgpipe-bench -- [options]
                           back on after it (needs root); keep (default): the machine as it is.
                           Either way the report's machine line says which (docs/BENCHMARKS.md,
                           Autogroup)
+  --sample-host-memory    beside every run, a sampler process times a short pointer chase every
+                          50 ms (about 1.5% of one core); the report relates each run's
+                          throughput to the median (docs/BENCHMARKS.md, Host speed)
   --update-docs           refresh the committed report instead: charts to docs/bench/, JSON and
                           Markdown to bench/results/pgpipe-bench-<unix time>.json/.md (not with --quick)
   --list                  print the plan and exit
@@ -96,6 +99,8 @@ pub(crate) struct Args {
     pub(crate) svg_dir: Option<PathBuf>,
     pub(crate) no_svg: bool,
     pub(crate) autogroup_off: bool,
+    /// `--sample-host-memory`: a sampler process beside every run.
+    pub(crate) sample_memory: bool,
     pub(crate) update_docs: bool,
     pub(crate) list: bool,
 }
@@ -133,6 +138,7 @@ pub(crate) fn parse_args(argv: &[String]) -> Result<Args, String> {
         svg_dir: None,
         no_svg: false,
         autogroup_off: false,
+        sample_memory: false,
         update_docs: false,
         list: false,
     };
@@ -180,6 +186,7 @@ pub(crate) fn parse_args(argv: &[String]) -> Result<Args, String> {
             "--svg-dir" => a.svg_dir = Some(val()?.into()),
             "--no-svg" => a.no_svg = true,
             "--sched-autogroup" => a.autogroup_off = pgpipe_tests::autogroup::parse_flag(&val()?)?,
+            "--sample-host-memory" => a.sample_memory = true,
             "--update-docs" => a.update_docs = true,
             "--list" => a.list = true,
             "-h" | "--help" => return Err(String::new()),
@@ -415,6 +422,8 @@ mod tests {
         assert_eq!(own.md, Path::new("/tmp/x.md"));
         assert_eq!(own.charts.as_deref(), Some(Path::new("/tmp/c")));
         assert!(parse_args(&["--quick".into(), "--update-docs".into()]).is_err());
+        assert!(!args("").sample_memory);
+        assert!(args("--sample-host-memory").sample_memory);
         assert_eq!(utc_stamp(0), "19700101-000000");
         assert_eq!(utc_stamp(951_782_400), "20000229-000000");
     }

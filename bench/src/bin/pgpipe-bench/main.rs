@@ -87,11 +87,29 @@ fn workspace_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
+/// The first argument that makes this binary a memory sampler (`--sample-host-memory`).
+const SAMPLER_COMMAND: &str = "__host-memory-sampler";
+
+/// A sampler process of this same binary, chasing by the time this returns. A process of its
+/// own, so that its CPU is neither the client's nor the proxy's.
+fn start_sampler() -> Result<pgpipe_tests::host_speed::MemorySampler, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("the memory sampler: {e}"))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg(SAMPLER_COMMAND);
+    pgpipe_tests::host_speed::MemorySampler::start(cmd)
+        .map_err(|e| format!("the memory sampler did not start: {e}"))
+}
+
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     // A process of a many-process run (procs.rs): not a user command.
     if argv.first().map(String::as_str) == Some(procs::CHILD_COMMAND) {
         std::process::exit(procs::child_main());
+    }
+    // The memory sampler beside a run (`--sample-host-memory`): not a user command either.
+    if argv.first().map(String::as_str) == Some(SAMPLER_COMMAND) {
+        let _ = pgpipe_tests::host_speed::run_sampler(&mut std::io::stdout().lock());
+        return;
     }
     let args = match parse_args(&argv) {
         Ok(a) => a,
@@ -372,6 +390,13 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
                     sc.id(),
                     cand.name
                 ));
+                // The host's speed now, while the server idles between runs.
+                let speed = pgpipe_tests::host_speed::measure();
+                let sampler = if args.sample_memory {
+                    Some(start_sampler()?)
+                } else {
+                    None
+                };
                 let (warmup, window) = settings.timing(sc.workload, sc.delay);
                 // Through PgBouncer and with many processes, server connections are every
                 // client backend but the monitor's (PgBouncer's carry other names).
@@ -403,6 +428,14 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
                 } else {
                     engine::run(job)
                 };
+                if let Ok(m) = &mut outcome {
+                    m.host_core_ms = Some(speed.core_ms);
+                    m.host_memory_ms = Some(speed.memory_ms);
+                }
+                let during = sampler.and_then(|s| s.finish());
+                if let (Ok(m), Some((ns, _))) = (&mut outcome, during) {
+                    m.host_memory_during_ns = Some(ns);
+                }
                 if let (Ok(m), Some(p)) = (&mut outcome, proxy) {
                     m.proxy_late_max_us = Some(p.late_max().as_secs_f64() * 1e6);
                 }

@@ -101,6 +101,14 @@ pub struct Measurement {
     /// The share of the machine's CPU time the hypervisor gave to other guests during the
     /// window, in percent (`/proc/stat` steal): a round with more has less CPU for everything.
     pub steal_pct: f64,
+    /// The host's speed just before the run, while the server idled
+    /// (`pgpipe_tests::host_speed::measure`): its register loop, ms (more is slower).
+    pub host_core_ms: Option<f64>,
+    /// The same probe's 64 MiB pointer chase, ms.
+    pub host_memory_ms: Option<f64>,
+    /// With `--sample-host-memory`: the median of the sampler's short chases over the run
+    /// (warm-up, window and drain), ns per load.
+    pub host_memory_during_ns: Option<f64>,
     /// The delay proxy's thread, per op (0 when connecting directly).
     pub proxy_cpu_us: f64,
     /// Through PgBouncer: its process's CPU (user + system, 10 ms resolution) per op.

@@ -75,6 +75,10 @@ pub(super) fn measurement(a: &Snapshot, b: &Snapshot, conns: i64, job: &Job) -> 
             client_cpu_us: per_op(client),
             machine_cpu_us: per_op(b.machine.busy_since(&a.machine)),
             steal_pct: b.machine.steal_pct_since(&a.machine),
+            // Set by the caller, which probes the host before the run.
+            host_core_ms: None,
+            host_memory_ms: None,
+            host_memory_during_ns: None,
             proxy_cpu_us: per_op(b.proxy.saturating_sub(a.proxy)),
             pooler_cpu_us: a
                 .pooler

@@ -11,6 +11,7 @@ use super::tls::tls_notes;
 use super::tx;
 use super::{CandidateResult, Figure, ScenarioResult};
 use crate::plan::{Delay, Load, Workload};
+use pgpipe_tests::host_speed::{self, HostSpeed};
 
 /// Microseconds as milliseconds, with fewer decimals the larger the figure.
 pub(super) fn ms(us: f64) -> String {
@@ -118,7 +119,30 @@ fn header(t: &mut String, cols: &[&str]) {
 pub fn table(s: &ScenarioResult, rounds: usize) -> String {
     let mut t = body(s, rounds);
     steal_line(&mut t, s);
+    host_speed_line(&mut t, s);
     t
+}
+
+/// The host's speed before each run and how the runs' throughput went with it: what separates
+/// rounds of one candidate when steal does not.
+fn host_speed_line(t: &mut String, s: &ScenarioResult) {
+    let runs: Vec<(&str, f64, HostSpeed)> = s
+        .candidates
+        .iter()
+        .flat_map(|c| {
+            c.runs.iter().filter_map(|m| {
+                let speed = HostSpeed {
+                    core_ms: m.host_core_ms?,
+                    memory_ms: m.host_memory_ms?,
+                    during_ns: m.host_memory_during_ns,
+                };
+                Some((c.candidate.name.as_str(), m.throughput, speed))
+            })
+        })
+        .collect();
+    if let Some(rel) = host_speed::relate(&runs) {
+        let _ = writeln!(t, "\nHost speed before each run: {rel}.");
+    }
 }
 
 /// How much CPU the hypervisor took from the machine during the scenario's windows: a round

@@ -30,14 +30,14 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use pgpipe_tests::autogroup;
-use pgpipe_web::bench::{host_jiffies, host_probe};
+use pgpipe_tests::{autogroup, host_speed};
+use pgpipe_web::bench::host_jiffies;
 
 use crate::args::{endpoint_path, parse_args, Args};
 use crate::charts::{replot, subtitle, write_charts};
 use crate::measure::{check_perf, ensure_wrk, measure, run_wrk, Measured, Server};
 use crate::monitor::Monitor;
-use crate::results::{calls_cell, per_request_calls, summarize, Run, Summary};
+use crate::results::{calls_cell, host_speed_lines, per_request_calls, summarize, Run, Summary};
 
 fn main() {
     let raw: Vec<String> = std::env::args().skip(1).collect();
@@ -72,13 +72,6 @@ fn main() {
             std::process::exit(1);
         }
     }
-}
-
-/// The median of 5 [`host_probe`] loops, ms.
-fn host_speed() -> f64 {
-    let mut ms: Vec<f64> = (0..5).map(|_| host_probe().1).collect();
-    ms.sort_by(f64::total_cmp);
-    ms[2]
 }
 
 /// The whole benchmark; `Ok(false)` when a run failed or had errors.
@@ -182,7 +175,7 @@ fn run(a: &Args) -> Result<bool, String> {
             for (endpoint, label) in &endpoints {
                 let target = format!("http://{}{}", server.addr, endpoint);
                 // The host's speed now, while the server idles between runs.
-                let probe_ms = host_speed();
+                let speed = host_speed::measure();
                 if a.warmup > 0 {
                     if let Err(e) = run_wrk(a, &target, a.warmup) {
                         failures.push(format!("{entry} {endpoint} warm-up: {e}"));
@@ -217,14 +210,15 @@ fn run(a: &Args) -> Result<bool, String> {
                             wrk_cpu_us: per(cpu[3]),
                             host_busy,
                             steal_pct,
-                            probe_ms,
+                            probe_ms: speed.core_ms,
+                            memory_ms: speed.memory_ms,
                             app_switches: switches.map(|n| n as f64 / req),
                             app_syscalls: syscalls.map(|[all, _]| all as f64 / req),
                             app_uring_enters: syscalls.map(|[_, uring]| uring as f64 / req),
                             wrk,
                         };
                         println!(
-                            "round {} {:<20} {:<12} {:>9.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms  errors {}  conns {:.1}/{}  cpu/req host {:.0} app {:.0} db {} wrk {:.0} µs{}  probe {:.1} ms",
+                            "round {} {:<20} {:<12} {:>9.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms  errors {}  conns {:.1}/{}  cpu/req host {:.0} app {:.0} db {} wrk {:.0} µs{}  probe {:.1}/{:.1} ms",
                             run.round,
                             run.entry,
                             run.endpoint,
@@ -239,7 +233,8 @@ fn run(a: &Args) -> Result<bool, String> {
                             run.db_cpu_us.map_or("-".into(), |v| format!("{v:.0}")),
                             run.wrk_cpu_us,
                             per_request_calls(run.app_switches, run.app_syscalls, run.app_uring_enters),
-                            run.probe_ms
+                            run.probe_ms,
+                            run.memory_ms
                         );
                         runs.push(run);
                     }
@@ -343,23 +338,7 @@ fn run(a: &Args) -> Result<bool, String> {
     }
     // The host's own speed: what separates rounds when nothing else does.
     for (_, label) in &endpoints {
-        let mut probe: Vec<f64> = runs
-            .iter()
-            .filter(|r| &r.endpoint == label)
-            .map(|r| r.probe_ms)
-            .collect();
-        probe.sort_by(f64::total_cmp);
-        if let (Some(min), Some(max)) = (probe.first(), probe.last()) {
-            let _ = std::fmt::Write::write_fmt(
-                &mut aa,
-                format_args!(
-                    "Host speed before each run, {label}: a fixed single-thread loop took median \
-                     {:.1} ms, {min:.1}–{max:.1} ms (the slowest {:.0}% over the fastest)\n",
-                    probe[probe.len() / 2],
-                    (max / min - 1.0) * 100.0
-                ),
-            );
-        }
+        aa.push_str(&host_speed_lines(&runs, label));
     }
     // The goals of the issue.
     let mut goals = String::new();

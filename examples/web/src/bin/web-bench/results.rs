@@ -1,6 +1,7 @@
 //! The results: one measured run's figures ([`Run`]) and an entry's summary over the rounds on
 //! one endpoint ([`Summary`]: median, min and max of each figure).
 
+use pgpipe_tests::host_speed::{self, HostSpeed};
 use pgpipe_web::bench::WrkReport;
 use serde::Serialize;
 
@@ -27,11 +28,11 @@ pub(crate) struct Run {
     pub(crate) host_busy: f64,
     /// The share of the machine's time the hypervisor gave to other guests, in percent.
     pub(crate) steal_pct: f64,
-    /// The host's speed just before the run: the median time of 5 [`host_probe`] loops, ms
-    /// (more is slower).
-    ///
-    /// [`host_probe`]: pgpipe_web::bench::host_probe
+    /// The host's speed just before the run: the core loop of
+    /// [`host_speed::measure`], ms (more is slower).
     pub(crate) probe_ms: f64,
+    /// The same probe's memory chase, ms.
+    pub(crate) memory_ms: f64,
     /// The server process's context switches per request (all threads).
     pub(crate) app_switches: Option<f64>,
     /// The server process's system calls per request (`--syscalls`).
@@ -162,4 +163,25 @@ pub(crate) fn calls_cell(s: &Summary) -> String {
         m(s.app_syscalls, 1),
         m(s.app_uring_enters, 1)
     )
+}
+
+/// The host's speed before the runs of one endpoint and how their throughput went with it,
+/// as a line of the report (empty without runs).
+pub(crate) fn host_speed_lines(runs: &[Run], endpoint: &str) -> String {
+    let points: Vec<(&str, f64, HostSpeed)> = runs
+        .iter()
+        .filter(|r| r.endpoint == endpoint)
+        .map(|r| {
+            let speed = HostSpeed {
+                core_ms: r.probe_ms,
+                memory_ms: r.memory_ms,
+                during_ns: None,
+            };
+            (r.entry.as_str(), r.wrk.rps, speed)
+        })
+        .collect();
+    match host_speed::relate(&points) {
+        Some(rel) => format!("Host speed before each run, {endpoint}: {rel}\n"),
+        None => String::new(),
+    }
 }
