@@ -313,16 +313,15 @@ pub fn relate(runs: &[(&str, f64, HostSpeed)]) -> Option<Relation> {
 }
 
 impl std::fmt::Display for Relation {
-    /// One sentence for a benchmark's report, without a leading capital or final stop.
+    /// One sentence for a benchmark's report, without a leading capital or final stop. The
+    /// correlations are left out when no candidate ran twice (a run of one round).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let apart = |s: &Spread| (s.max / s.min - 1.0) * 100.0;
         let r = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:+.2}"));
         write!(
             f,
             "a register loop took median {:.1} ms ({:.1}–{:.1}, the slowest {:.0}% over the \
-             fastest), a {} MiB pointer chase {:.1} ms ({:.1}–{:.1}, {:.0}%); a run's throughput \
-             against its candidate's median went with the chase before it by r = {} and with \
-             the loop by r = {} ({} runs; near −1: slower host, slower run)",
+             fastest), a {} MiB pointer chase {:.1} ms ({:.1}–{:.1}, {:.0}%)",
             self.core.median,
             self.core.min,
             self.core.max,
@@ -332,23 +331,32 @@ impl std::fmt::Display for Relation {
             self.memory.min,
             self.memory.max,
             apart(&self.memory),
-            r(self.r_memory),
-            r(self.r_core),
-            self.runs
         )?;
         if let Some(d) = &self.during {
             write!(
                 f,
                 "; during the runs, short chases took median {:.0} ns per load ({:.0}–{:.0}, \
-                 {:.0}%), and the run went with them by r = {}",
+                 {:.0}%)",
                 d.median,
                 d.min,
                 d.max,
                 apart(d),
-                r(self.r_during)
             )?;
         }
-        Ok(())
+        if self.runs == 0 {
+            return write!(f, "; no candidate ran twice, so no run is related to them");
+        }
+        write!(
+            f,
+            "; a run's throughput against its candidate's median went with the chase before it \
+             by r = {} and with the loop by r = {}",
+            r(self.r_memory),
+            r(self.r_core),
+        )?;
+        if self.during.is_some() {
+            write!(f, ", with the chases during it by r = {}", r(self.r_during))?;
+        }
+        write!(f, " ({} runs; near −1: slower host, slower run)", self.runs)
     }
 }
 
@@ -457,6 +465,15 @@ mod tests {
         let rel = relate(&before_only).unwrap();
         assert_eq!((rel.during, rel.r_during), (None, None));
         assert!(!rel.to_string().contains("during"), "{rel}");
+        // One round: every candidate ran once, so the spreads stand alone.
+        let once = relate(&runs[..1]).unwrap();
+        assert_eq!((once.runs, once.r_memory), (0, None));
+        let text = once.to_string();
+        assert!(
+            text.ends_with("no candidate ran twice, so no run is related to them")
+                && !text.contains("r ="),
+            "{text}"
+        );
     }
 
     /// A writer that takes `left` lines and then fails, as a pipe does once its reader is gone.
