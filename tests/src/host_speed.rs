@@ -256,7 +256,8 @@ impl Spread {
     }
 }
 
-/// What the probes before a set of runs showed, and how the runs' throughput went with them.
+/// What the probes before a set of runs (and a sampler during them) showed, and how the runs'
+/// throughput went with them.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Relation {
     /// The core loop's times.
@@ -272,7 +273,7 @@ pub struct Relation {
     pub during: Option<Spread>,
     /// The same correlation against the sampler's median during the run.
     pub r_during: Option<f64>,
-    /// Runs behind the two correlations (those of candidates with at least two runs).
+    /// Runs behind the correlations (those of candidates with at least two runs).
     pub runs: usize,
 }
 
