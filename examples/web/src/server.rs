@@ -105,6 +105,9 @@ pub struct Options {
     /// glommio only: pin each executor to a CPU of its own (`MaxSpread`, the thread-per-core
     /// default) or let the kernel place them (`Unbound`).
     pub pin: bool,
+    /// glommio only: how long an executor with nothing to run polls its rings before it
+    /// sleeps (glommio's `spin_before_park`; pinned executors only). `None`: it sleeps at once.
+    pub spin_before_park: Option<Duration>,
     /// More pgpipe options for the pgpipe variants, `key=value&key=value`, applied on top of
     /// the URL's (none by default: pgpipe's defaults); `pipeline_size` and `max_connections`
     /// come from `connections` and `max_connections`.
@@ -127,6 +130,7 @@ impl Options {
             max_connections: None,
             application_name: format!("pgpipe-web-{}", variant.name()),
             pin: true,
+            spin_before_park: None,
             pgpipe_options: None,
             exit_on_stdin_eof: false,
         }
@@ -214,7 +218,11 @@ fn start_glommio(opts: Options) -> Result<SocketAddr, String> {
     } else {
         PoolPlacement::Unbound(shards)
     };
-    let pool = LocalExecutorPoolBuilder::new(placement)
+    let mut builder = LocalExecutorPoolBuilder::new(placement);
+    if let Some(spin) = opts.spin_before_park {
+        builder = builder.spin_before_park(spin);
+    }
+    let pool = builder
         .on_all_shards(move || {
             let (cfg, ready, rank, port) = (cfg.clone(), ready_tx.clone(), rank.clone(), port);
             async move {
@@ -425,7 +433,8 @@ fn start_tokio(opts: Options) -> Result<SocketAddr, String> {
 
 /// Parses the `serve` subcommand's flags: `--variant NAME --url URL [--addr IP:PORT]
 /// [--threads N] [--connections N] [--max-connections N] [--application-name NAME]
-/// [--pgpipe-options k=v&k=v] [--unpinned] [--exit-on-stdin-eof]`.
+/// [--pgpipe-options k=v&k=v] [--unpinned] [--spin-before-park MICROSECONDS]
+/// [--exit-on-stdin-eof]`.
 /// Without `--url`, `DATABASE_URL`.
 pub fn parse_serve_args(args: &[String]) -> Result<Options, String> {
     let mut variant = None;
@@ -433,6 +442,7 @@ pub fn parse_serve_args(args: &[String]) -> Result<Options, String> {
     let (mut addr, mut threads, mut connections, mut max_connections, mut app_name) =
         (None, None, None, None, None);
     let (mut pgpipe_options, mut pin, mut exit_on_stdin_eof) = (None, true, false);
+    let mut spin = None;
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let mut value = || {
@@ -460,6 +470,7 @@ pub fn parse_serve_args(args: &[String]) -> Result<Options, String> {
             "--application-name" => app_name = Some(value()?),
             "--pgpipe-options" => pgpipe_options = Some(value()?),
             "--unpinned" => pin = false,
+            "--spin-before-park" => spin = Some(Duration::from_micros(number(value()?)? as u64)),
             "--exit-on-stdin-eof" => exit_on_stdin_eof = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -482,6 +493,7 @@ pub fn parse_serve_args(args: &[String]) -> Result<Options, String> {
         opts.application_name = n;
     }
     opts.pin = pin;
+    opts.spin_before_park = spin;
     opts.exit_on_stdin_eof = exit_on_stdin_eof;
     if pgpipe_options.is_some() {
         opts.pgpipe_options = pgpipe_options;

@@ -12,7 +12,8 @@ const USAGE: &str = "usage: web-bench [--quick] [--rounds N] [--warmup S] [--dur
 [--out-dir DIR] [--svg-dir DIR] [--update-docs] [--url URL]
        web-bench --replot target/web-bench/web-bench-N.json [--svg-dir DIR]  (charts of a saved run)
   variants: pgpipe-glommio, pgpipe-tokio-axum, axum-deadpool, axum-tokio-postgres, each with
-  options NAME[:cN][:mK][:wM][:unpinned] (connections, pgpipe max_connections, max_in_flight,
+  options NAME[:cN][:mK][:wM][:sU][:unpinned] (connections, pgpipe max_connections, max_in_flight,
+  glommio spin before park in µs,
   glommio executors not pinned) and a #tag to enter one again (the A/A control).
   Default: all four plus pgpipe-glommio#2. Results and charts go to --out-dir (target/web-bench);
   --update-docs writes the charts to docs/bench/ instead (the committed report).
@@ -162,7 +163,8 @@ pub(crate) fn variant_of(entry: &str) -> Result<Variant, String> {
 
 /// The `serve` flags of an entry's options: `cN` connections (pgpipe: `pipeline_size`, per
 /// core on glommio; deadpool: pool size; tokio-postgres: clients), `mK` pgpipe's
-/// `max_connections`, `wM` pgpipe's `max_in_flight`, `unpinned` (glommio executors not pinned).
+/// `max_connections`, `wM` pgpipe's `max_in_flight`, `sU` glommio's spin before park in µs,
+/// `unpinned` (glommio executors not pinned).
 pub(crate) fn entry_flags(entry: &str) -> Result<Vec<String>, String> {
     let base = entry.split('#').next().unwrap_or(entry);
     let mut flags = Vec::new();
@@ -178,6 +180,8 @@ pub(crate) fn entry_flags(entry: &str) -> Result<Vec<String>, String> {
             flags.extend(["--connections".to_string(), num(n)?]);
         } else if let Some(n) = opt.strip_prefix('m') {
             flags.extend(["--max-connections".to_string(), num(n)?]);
+        } else if let Some(n) = opt.strip_prefix('s') {
+            flags.extend(["--spin-before-park".to_string(), num(n)?]);
         } else if let Some(n) = opt.strip_prefix('w') {
             flags.extend([
                 "--pgpipe-options".to_string(),
@@ -195,5 +199,25 @@ pub(crate) fn endpoint_path(name: &str, q: usize) -> (String, String) {
     match name {
         "queries" | "updates" => (format!("/{name}?q={q}"), format!("{name}-{q}")),
         other => (format!("/{other}"), other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::entry_flags;
+
+    #[test]
+    fn entry_options_become_serve_flags() {
+        let flags = entry_flags("pgpipe-glommio:c2:s50:unpinned#2").expect("valid options");
+        let want = [
+            "--connections",
+            "2",
+            "--spin-before-park",
+            "50",
+            "--unpinned",
+        ];
+        assert_eq!(flags, want);
+        assert!(entry_flags("pgpipe-glommio:sx").is_err());
+        assert!(entry_flags("pgpipe-glommio:q1").is_err());
     }
 }
