@@ -13,8 +13,8 @@ const USAGE: &str = "usage: web-bench [--quick] [--rounds N] [--warmup S] [--dur
        web-bench --replot target/web-bench/web-bench-N.json [--svg-dir DIR]  (charts of a saved run)
   variants: pgpipe-glommio, pgpipe-tokio-axum, axum-deadpool, axum-tokio-postgres, each with
   options NAME[:cN][:mK][:wM][:sU][:unpinned] (connections, pgpipe max_connections, max_in_flight,
-  glommio spin before park in µs,
-  glommio executors not pinned) and a #tag to enter one again (the A/A control).
+  µs a glommio executor spins before it sleeps, glommio executors not pinned) and a #tag to
+  enter one again (the A/A control).
   Default: all four plus pgpipe-glommio#2. Results and charts go to --out-dir (target/web-bench);
   --update-docs writes the charts to docs/bench/ instead (the committed report).
   --syscalls counts the server's system calls (and io_uring_enter calls) per request with
@@ -204,7 +204,8 @@ pub(crate) fn endpoint_path(name: &str, q: usize) -> (String, String) {
 
 #[cfg(test)]
 mod tests {
-    use super::entry_flags;
+    use super::{entry_flags, USAGE};
+    use std::time::Duration;
 
     #[test]
     fn entry_options_become_serve_flags() {
@@ -219,5 +220,27 @@ mod tests {
         assert_eq!(flags, want);
         assert!(entry_flags("pgpipe-glommio:sx").is_err());
         assert!(entry_flags("pgpipe-glommio:q1").is_err());
+
+        // The flags are ones `web serve` takes, with the meaning the usage gives them.
+        let mut serve: Vec<String> = ["--variant", "pgpipe-glommio", "--url", "postgres://x/y"]
+            .map(String::from)
+            .into();
+        serve.extend(flags);
+        let opts = pgpipe_web::server::parse_serve_args(&serve).expect("serve takes them");
+        assert_eq!(opts.connections, 2);
+        assert_eq!(opts.spin_before_park, Some(Duration::from_micros(50)));
+        assert!(!opts.pin);
+    }
+
+    #[test]
+    fn the_benchmarks_doc_quotes_the_usage_s_entry_options() {
+        let syntax = "NAME[:cN][:mK][:wM][:sU][:unpinned]";
+        assert!(USAGE.contains(syntax));
+        let doc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/BENCHMARKS.md"
+        ))
+        .expect("docs/BENCHMARKS.md");
+        assert!(doc.contains(&format!("`{syntax}[#tag]`")));
     }
 }
