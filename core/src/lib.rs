@@ -41,8 +41,8 @@ mod typeinfo;
 
 pub use client::{Adapter, Batch, Client, ConnTask, StatementResult};
 pub use config::{
-    ChannelBinding, Config, Keepalives, LoadBalanceHosts, ReleaseReset, RootCert, Server, SslMode,
-    SslNegotiation, TargetSessionAttrs, TlsConfig, TlsVersion,
+    ChannelBinding, Config, Keepalives, LoadBalanceHosts, Pooler, ReleaseReset, RootCert, Server,
+    SslMode, SslNegotiation, TargetSessionAttrs, TlsConfig, TlsVersion,
 };
 pub use copy::{CopyIn, CopyOut};
 pub use driver::Notification;

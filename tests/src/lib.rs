@@ -48,6 +48,7 @@
 
 pub mod autogroup;
 mod binaries;
+pub mod chunk_proxy;
 mod cluster;
 mod error;
 mod estimates;

@@ -145,6 +145,7 @@ impl<R: Adapter> Client<R> {
         let costs = Arc::new(CostTable::new(
             config.statement_cache_size * (config.pipeline_size + config.pinned_size),
             config.named_statements,
+            config.pooler.declared(),
         ));
         // The first connection authenticates alone, so wrong credentials cost the server one
         // failed login, not one per connection; the rest then open concurrently.

@@ -95,6 +95,9 @@ pub struct Config {
     /// at most 16 KiB of requests in flight, units do not share Syncs, and no lanes or
     /// overflow connections open.
     pub named_statements: bool,
+    /// What stands between the client and the server (`pooler`: `auto`, the default, `none`,
+    /// `session`, `transaction` or `transaction-pipelined`); see [`Pooler`].
+    pub pooler: Pooler,
     /// Deadline for connecting and authenticating (`connect_timeout` in seconds, default 10;
     /// as in libpq, 1 means 2). No timeout (`connect_timeout` 0, negative or empty) is
     /// [`Config::NO_CONNECT_TIMEOUT`].
@@ -216,6 +219,7 @@ impl Default for Config {
             mailbox_size: 256,
             statement_cache_size: 256,
             named_statements: true,
+            pooler: Pooler::Auto,
             connect_timeout: Duration::from_secs(10),
             query_timeout: None,
             checkout_timeout: None,
@@ -266,6 +270,7 @@ impl fmt::Debug for Config {
             .field("mailbox_size", &self.mailbox_size)
             .field("statement_cache_size", &self.statement_cache_size)
             .field("named_statements", &self.named_statements)
+            .field("pooler", &self.pooler)
             .field("connect_timeout", &self.connect_timeout)
             .field("query_timeout", &self.query_timeout)
             .field("checkout_timeout", &self.checkout_timeout)
@@ -474,6 +479,46 @@ pub enum TargetSessionAttrs {
     Standby,
     /// A standby if any server of the list is one; otherwise any server.
     PreferStandby,
+}
+
+/// `pooler`: what stands between the client and the server, and so how its connections may
+/// pipeline (see `docs/TOPOLOGY.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pooler {
+    /// Found out: each shared connection's first unit asks whether the backend answering is
+    /// the one its startup named. Behind anything that hands out its own backend keys (any
+    /// pooler; its pool mode cannot be seen) the client takes [`Pooler::Transaction`]'s rule;
+    /// until the answer, and on exclusive connections until some connection has proved its
+    /// path direct, too.
+    #[default]
+    Auto,
+    /// Straight to PostgreSQL: no probe, no bound beyond the window.
+    None,
+    /// A pooler in session mode (one server connection per client connection, for its life):
+    /// pipelined as to the server, but no lanes or overflow connections and no half-open check.
+    Session,
+    /// A pooler in transaction mode (PgBouncer, Supavisor, ...): no connection ever has a
+    /// second Sync outstanding while one is unanswered, so the pooler can never hand its
+    /// server link to another client with part of a unit forwarded, however the bytes
+    /// arrive. Cheap reads still share that one Sync.
+    Transaction,
+    /// A pooler in transaction mode, pipelined with up to 16 KiB of requests in flight (the
+    /// rule before [`Pooler::Transaction`]): faster, and unsafe through PgBouncer before 1.21
+    /// when a write reaches it in pieces (a late TCP segment): callers then get each other's
+    /// answers and acknowledged writes go missing (measured in `docs/TOPOLOGY.md`). For
+    /// poolers that track every message (PgBouncer 1.21 and later), or links that never
+    /// deliver a write in pieces.
+    TransactionPipelined,
+}
+
+impl Pooler {
+    /// Whether this says a pooler stands in between (of either mode).
+    pub(crate) fn declared(self) -> bool {
+        matches!(
+            self,
+            Pooler::Session | Pooler::Transaction | Pooler::TransactionPipelined
+        )
+    }
 }
 
 /// `load_balance_hosts`: the order in which the servers of a host list are tried.

@@ -91,6 +91,7 @@ pub(crate) const KEYWORDS: &[Keyword] = &[
     own("mailbox_size"),
     own("statement_cache_size"),
     own("named_statements"),
+    own("pooler"),
     own("fair_lanes"),
     own("spare_cpu_pct"),
     own("sync_coalescing"),

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::options::{lookup, unknown, KEYWORDS};
 use super::values::{boolean, choice, num};
-use super::{bad, Config, ReleaseReset};
+use super::{bad, Config, Pooler, ReleaseReset};
 use crate::guard::Mode;
 use crate::Error;
 
@@ -34,6 +34,15 @@ pub(super) fn is_pgpipe(key: &str) -> bool {
     lookup(key).is_some_and(|i| KEYWORDS[i].pgpipe)
 }
 
+/// The values of `pooler`.
+const POOLERS: [(&str, Pooler); 5] = [
+    ("auto", Pooler::Auto),
+    ("none", Pooler::None),
+    ("session", Pooler::Session),
+    ("transaction", Pooler::Transaction),
+    ("transaction-pipelined", Pooler::TransactionPipelined),
+];
+
 /// A duration in the unit its keyword names, `0` when off.
 fn ms(d: Option<Duration>) -> String {
     d.map_or(0, |d| d.as_millis()).to_string()
@@ -55,6 +64,11 @@ impl Config {
             "mailbox_size" => self.mailbox_size.to_string(),
             "statement_cache_size" => self.statement_cache_size.to_string(),
             "named_statements" => on(self.named_statements),
+            "pooler" => POOLERS
+                .iter()
+                .find(|(_, p)| *p == self.pooler)
+                .map_or("auto", |(name, _)| name)
+                .to_owned(),
             "fair_lanes" => on(self.fair_lanes),
             "sync_coalescing" => on(self.sync_coalescing),
             "trace_sql" => on(self.trace_sql),
@@ -105,6 +119,7 @@ impl Config {
             "mailbox_size" => self.mailbox_size = num(key, v)?,
             "statement_cache_size" => self.statement_cache_size = num(key, v)?,
             "named_statements" => self.named_statements = boolean(key, v)?,
+            "pooler" => self.pooler = choice(key, v, &POOLERS)?,
             "fair_lanes" => self.fair_lanes = boolean(key, v)?,
             "sync_coalescing" => self.sync_coalescing = boolean(key, v)?,
             "trace_sql" => self.trace_sql = boolean(key, v)?,
@@ -214,7 +229,7 @@ mod tests {
             assert_eq!(again, base, "{key}={value} changed the configuration");
             n += 1;
         }
-        assert_eq!(n, 24);
+        assert_eq!(n, 25);
         assert_eq!(base.pgpipe_option("sslmode"), None);
         assert_eq!(base.pgpipe_option("pipeline_size").as_deref(), Some("4"));
         assert_eq!(

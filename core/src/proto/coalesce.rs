@@ -42,11 +42,8 @@ impl Segment {
     /// Takes the next unit: `true` if it joins the previous unit's segment (the previous unit's
     /// Sync is to be dropped). `on`: coalescing is enabled on this connection.
     pub(crate) fn take(&mut self, on: bool, u: Unit) -> bool {
-        let cheap = on && u.read_only && u.ends_in_sync && u.cost > 0 && u.cost <= CHEAP_NS;
-        let join = cheap
-            && self.len > 0
-            && self.len < MAX_SEGMENT
-            && self.cost + u.cost <= SEGMENT_BUDGET_NS;
+        let cheap = cheap(on, u);
+        let join = self.joins(on, u);
         if join {
             self.len += 1;
             self.cost += u.cost;
@@ -62,6 +59,20 @@ impl Segment {
         }
         join
     }
+
+    /// Whether `u` would join the segment ([`Segment::take`] without taking it): the pump
+    /// of a connection that may have one Sync outstanding takes nothing that would not.
+    pub(crate) fn joins(&self, on: bool, u: Unit) -> bool {
+        cheap(on, u)
+            && self.len > 0
+            && self.len < MAX_SEGMENT
+            && self.cost + u.cost <= SEGMENT_BUDGET_NS
+    }
+}
+
+/// A unit that may share a Sync at all.
+fn cheap(on: bool, u: Unit) -> bool {
+    on && u.read_only && u.ends_in_sync && u.cost > 0 && u.cost <= CHEAP_NS
 }
 
 #[cfg(test)]

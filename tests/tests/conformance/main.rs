@@ -20,6 +20,7 @@ mod faults;
 mod foundation;
 mod giving_up;
 mod hostile;
+mod pieces;
 mod pooler;
 mod reconnect;
 mod reset;
@@ -541,6 +542,10 @@ suite! {
         topology::failover_follows_the_promoted_standby: 180,
         topology::a_promoted_standby_stops_serving_read_only_clients: 120,
         topology::reads_go_to_the_standby_and_wait_for_their_writes: 120,
+        pieces::answers_stay_with_their_callers_through_transaction_mode_pool_4: 120,
+        pieces::answers_stay_with_their_callers_through_transaction_mode_pool_1: 120,
+        pieces::answers_stay_with_their_callers_straight_to_the_server: 120,
+        pieces::pipelining_through_pgbouncer_in_pieces_crosses_answers: 180,
         pooler::typed_queries_pipeline_through_transaction_mode: 120,
         pooler::unnamed_statements_pipeline_through_transaction_mode: 120,
         pooler::default_settings_find_the_pooler_by_themselves: 120,

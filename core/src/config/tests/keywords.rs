@@ -155,6 +155,13 @@ const ACCEPTED: &[(&str, Check)] = &[
         c.target_session_attrs == TargetSessionAttrs::PreferStandby
     }),
     ("named_statements=off", |c| !c.named_statements),
+    ("pooler=transaction", |c| {
+        c.pooler == crate::config::Pooler::Transaction
+    }),
+    ("pooler=transaction-pipelined", |c| {
+        c.pooler == crate::config::Pooler::TransactionPipelined
+    }),
+    ("pooler=none", |c| c.pooler == crate::config::Pooler::None),
     ("fair_lanes=off", |c| !c.fair_lanes),
     ("spare_cpu_pct=0", |c| c.spare_cpu_pct == 0),
     ("spare_cpu_pct=100", |c| c.spare_cpu_pct == 100),

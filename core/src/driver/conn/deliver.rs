@@ -116,6 +116,10 @@ pub(super) struct Completer<'a> {
     pub(super) resent: &'a mut Vec<(Sent, UnitKind)>,
     /// Skipped units may be sent again here (not when the connection stopped sending).
     pub(super) resend: bool,
+    /// The connection writes one Sync at a time (`path.rs`): skipped units go again as one
+    /// segment; `resegment` counts those of it written so far.
+    pub(super) one_sync: bool,
+    pub(super) resegment: usize,
     /// Units of the connection's own completed in this drain (not in the gauge callers read).
     pub(super) internal_done: usize,
     /// The path probe's answer, if it came in this drain: `true` when it proved the path direct.
@@ -224,9 +228,11 @@ impl Handler<Sent> for Completer<'_> {
         }
     }
 
-    fn unit_skipped(&mut self, mut sent: Sent, kind: UnitKind) {
+    fn unit_skipped(&mut self, mut sent: Sent, kind: UnitKind, last: bool) {
         // It did not run: an earlier unit sharing its Sync failed and the server skipped to
-        // the Sync. Sent again with a Sync of its own, so it cannot be skipped twice.
+        // the Sync. Sent again with a Sync of its own, so it cannot be skipped twice; with one
+        // Sync at a time (`path.rs`), the skipped units go again as one segment, in which at
+        // least the failing unit completes each time.
         let bytes = self.replay.split_to(sent.replay);
         if !self.resend {
             let reason = Reason::from(Fault::StoppedSending);
@@ -242,8 +248,8 @@ impl Handler<Sent> for Completer<'_> {
         }
         self.shared.counters.inc(&self.shared.counters.units_resent);
         sent.start = *self.pumped;
-        sent.replay = 0;
-        sent.joined = false;
+        let joined = self.one_sync && !last;
+        let in_segment = joined || self.resegment > 0;
         let at = self.wbuf.len();
         // Its statement may have been closed since (evicted by a prepare sent after it): the
         // unit then parses it again, unnamed.
@@ -256,7 +262,19 @@ impl Handler<Sent> for Completer<'_> {
         if !rebound {
             self.wbuf.extend_from_slice(&bytes);
         }
-        self.wbuf.extend_from_slice(&SYNC);
+        sent.replay = 0;
+        if in_segment {
+            // Kept again until its segment ends, behind what is kept for units ahead of it.
+            sent.replay = self.wbuf.len() - at;
+            self.replay.extend_from_slice(&self.wbuf[at..]);
+        }
+        sent.joined = joined;
+        if joined {
+            self.resegment += 1;
+        } else {
+            self.wbuf.extend_from_slice(&SYNC);
+            self.resegment = 0;
+        }
         *self.pumped += (self.wbuf.len() - at) as u64;
         self.resent.push((sent, kind));
     }

@@ -244,6 +244,7 @@ impl Conn {
         if self.rbuf.is_empty() {
             return Ok(());
         }
+        let one_sync = self.writes() == path::Writes::OneSync;
         let mut h = Completer {
             shared: &self.shared,
             wakes: &mut self.wakes,
@@ -259,6 +260,8 @@ impl Conn {
             pumped: &mut self.pumped,
             resent: &mut self.resent,
             resend: self.stale.is_none(),
+            one_sync,
+            resegment: 0,
             internal_done: 0,
             probed: None,
             probing: matches!(self.path, Path::Probing),
@@ -295,7 +298,11 @@ impl Conn {
             // Written again by the completer, in this order: back into the FIFO.
             let n = self.resent.len() as u64;
             for (sent, kind) in self.resent.drain(..) {
+                let joined = sent.joined;
                 self.pipeline.push(sent, kind);
+                if joined {
+                    self.pipeline.join_last();
+                }
             }
             self.shared.counters.in_flight.fetch_add(n, Relaxed);
         }

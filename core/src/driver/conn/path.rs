@@ -1,30 +1,32 @@
-//! What stands between a connection and its server, and the rule that follows from it.
+//! What stands between a connection and its server, and how it may write because of it.
 //!
 //! PgBouncer before 1.21, in transaction mode, hands its server connection back to the pool
 //! as soon as a ReadyForQuery answers the last Sync it has forwarded, even when it has already
 //! forwarded the first messages of the client's next unit: it counts Syncs, not messages
-//! (PgBouncer issue 759). The rest of that unit then reaches another backend, and the first
-//! one ends with `invalid frontend message type` (the cut fell inside a message), stops
-//! answering, or answers another client's statement with this unit's rows. PgBouncer forwards
-//! a client's bytes as it reads them, and it reads a client until the socket is empty or it
-//! has filled `sbuf_loopcnt` (5) buffers of `pkt_buf` (4 KiB) in one go; it turns to its
-//! server connections only in between. So a cut falls inside a unit only when more than about
-//! 20 KiB of the client's bytes wait unread (or a write reaches it in pieces). Behind a pooler
-//! a connection therefore keeps at most [`POOLER_FLIGHT_BYTES`] of requests in flight (written
-//! and not yet answered, which bounds what can wait unread), each write ends at a Sync (a
-//! unit's, or the last of a segment's units sharing one: PgBouncer counts Syncs, so a segment
-//! is one unit to it), and a unit larger than the bound goes out alone, when nothing is in
-//! flight: then no ReadyForQuery is due while its bytes are forwarded. A pass adds to what is
-//! in flight only once [`POOLER_REFILL_BYTES`] are free: PgBouncer forwards what it reads as
-//! it reads it, so a trickle of small writes came back as a trickle of answers, one unit per
-//! read, each costing PgBouncer and the client a wake-up of their own.
+//! (PgBouncer issue 759). The rest of that unit then reaches another backend: the first one
+//! ends with `invalid frontend message type` (the cut fell inside a message), stops
+//! answering, or answers another client's statement with this unit's rows, and a
+//! transaction's statements commit outside it. A write that reaches PgBouncer in pieces (a
+//! late TCP segment, a retransmission) is enough: no bound on bytes in flight prevents it
+//! (`tests/conformance/pieces.rs` cuts writes so and checks every answer and write).
 //!
-//! Whether a pooler is in between is asked, not assumed: a shared connection's first unit is
-//! a probe, `SELECT WHERE pg_backend_pid() = <the pid its startup named>`. One row: the client
-//! talks to that backend itself. None (or an error): something in between hands out its own
-//! keys. Until the answer, one round trip, the connection keeps the pooler's bound. Exclusive
-//! connections do not probe (their unit counts belong to their holders): they keep the bound
-//! once the client knows of a pooler (a probe found one, or statements are not kept by name).
+//! So behind a transaction pooler a connection writes [`Writes::OneSync`]: nothing while a
+//! Sync is unanswered. Then no ReadyForQuery is due while any part of a unit is on its way,
+//! and the pooler cannot release the link in the middle of one, however the bytes arrive.
+//! What still shares a round trip shares that one Sync: cheap reads (Sync coalescing, with
+//! the ones an error made the server skip sent again as one segment), an atomic batch's
+//! statements, a transaction's BEGIN with its first statement. Pipelining several Syncs
+//! through such a pooler ([`Writes::Bounded`], at most [`POOLER_FLIGHT_BYTES`] in flight) is
+//! the explicit `pooler=transaction-pipelined`.
+//!
+//! Whether a pooler is in between is declared (`pooler`) or, by default, asked: a shared
+//! connection's first unit is a probe, `SELECT WHERE pg_backend_pid() = <the pid its startup
+//! named>`. One row: the client talks to that backend itself. None (or an error): something
+//! in between hands out its own keys, whose pool mode the probe cannot see, so it is taken
+//! for a transaction pooler. Until the answer (one round trip) the probe is the one Sync in
+//! flight. Exclusive connections do not probe (their unit counts belong to their holders):
+//! they write freely only once a probe of the client has proved a path direct and none has
+//! found a pooler.
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -32,34 +34,62 @@ use std::time::Instant;
 use bytes::BufMut;
 
 use super::{Conn, Sent};
+use crate::config::Pooler;
 use crate::driver::shared::Token;
 use crate::proto::UnitKind;
 
-/// The most bytes of requests a connection keeps in flight through a pooler: below the
-/// 20 KiB PgBouncer reads from one client before it looks at its servers (5 × 4 KiB, its
-/// defaults), with room for the few bytes of a split header it keeps between reads.
+/// The most bytes of requests a connection keeps in flight through a pooler with
+/// `pooler=transaction-pipelined`: below the 20 KiB PgBouncer reads from one client before it
+/// looks at its servers (5 × 4 KiB, its defaults), with room for the few bytes of a split
+/// header it keeps between reads. It keeps PgBouncer's reads from cutting a unit; it cannot
+/// keep the network from doing so.
 pub(crate) const POOLER_FLIGHT_BYTES: usize = 16 * 1024;
-/// Room that must be free before a pass adds to what is in flight through a pooler (half the
-/// bound: writes of at least this much, unless less is queued).
+/// Room that must be free before a pass adds to what is in flight under that bound (half of
+/// it: writes of at least this much, unless less is queued), so that writes and the answers
+/// they draw come in batches, not a unit for every unit answered.
 pub(crate) const POOLER_REFILL_BYTES: usize = 8 * 1024;
 
 /// What the connection knows of its path to the server.
 pub(super) enum Path {
-    /// The probe is in flight; until its answer the pooler's bound applies.
+    /// The probe is in flight.
     Probing,
-    /// The backend answering is the one the startup named.
+    /// The backend answering is the one the startup named (or `pooler=none` says so).
     Direct,
-    /// Something in between hands out its own backend keys (or the probe could not tell).
+    /// Something in between hands out its own backend keys, or is declared.
     Pooler,
 }
 
+/// How a connection may write, given its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Writes {
+    /// Pipelined, within the window.
+    Free,
+    /// Nothing while a Sync is unanswered: one unit, or one segment of units sharing a Sync,
+    /// at a time.
+    OneSync,
+    /// Pipelined within [`POOLER_FLIGHT_BYTES`], each write ending at a Sync.
+    Bounded,
+}
+
 impl Conn {
-    /// Sets the path of a connection just opened: a shared one sends its probe first, ahead
-    /// of everything queued.
+    /// Sets the path of a connection just opened: declared, or asked by a shared one with its
+    /// probe, which goes out first, ahead of everything queued.
     pub(super) fn probe_path(&mut self, now: Instant) {
-        if self.exclusive {
-            self.path = Path::Direct;
-            return;
+        match self.cfg.pooler {
+            Pooler::None => {
+                self.path = Path::Direct;
+                return;
+            }
+            Pooler::Session | Pooler::Transaction | Pooler::TransactionPipelined => {
+                self.path = Path::Pooler;
+                self.health = super::Health::Off;
+                return;
+            }
+            Pooler::Auto if self.exclusive => {
+                self.path = Path::Direct;
+                return;
+            }
+            Pooler::Auto => {}
         }
         let Some((pid, _)) = self.session.backend_key else {
             // No key to compare (and no cancel either): nothing proves the path direct.
@@ -100,6 +130,7 @@ impl Conn {
     pub(super) fn settle_path(&mut self, direct: bool) {
         if direct {
             self.path = Path::Direct;
+            self.shared.found_direct();
             return;
         }
         self.path = Path::Pooler;
@@ -110,12 +141,25 @@ impl Conn {
         }
     }
 
-    /// The most bytes of requests this connection may have in flight; `None`: no bound
-    /// beyond the window.
-    pub(super) fn flight_limit(&self) -> Option<usize> {
-        match self.path {
-            Path::Direct if !self.shared.pooler_known() => None,
-            _ => Some(POOLER_FLIGHT_BYTES),
+    /// How this connection may write now.
+    pub(crate) fn writes(&self) -> Writes {
+        match self.cfg.pooler {
+            Pooler::None | Pooler::Session => Writes::Free,
+            Pooler::Transaction => Writes::OneSync,
+            Pooler::TransactionPipelined => Writes::Bounded,
+            Pooler::Auto => {
+                let direct = match self.exclusive {
+                    false => matches!(self.path, Path::Direct),
+                    true => self.shared.direct_seen(),
+                };
+                // A pooler known to the client (declared by `named_statements=off`, found by
+                // another connection, or by a vanished statement) outweighs one probe.
+                if direct && !self.shared.pooler_known() {
+                    Writes::Free
+                } else {
+                    Writes::OneSync
+                }
+            }
         }
     }
 }

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use bytes::Buf;
 
-use super::path::POOLER_REFILL_BYTES;
+use super::path::{Writes, POOLER_FLIGHT_BYTES, POOLER_REFILL_BYTES};
 use super::{Conn, Pumped, Sent};
 use crate::driver::shared::{nanos, State, Status};
 use crate::proto::coalesce::{self, SYNC};
@@ -70,13 +70,16 @@ impl Conn {
         let mut bytes = 0usize;
         let mut run_start = 0usize;
         let mut copied = 0usize;
-        // Behind a pooler (or until the probe says there is none): the bytes in flight, from
-        // the first byte of the oldest unit not yet answered, stay within the bound.
-        let flight_limit = self.flight_limit();
+        // How the path lets this connection write (`path.rs`): behind a transaction pooler,
+        // nothing while a Sync is unanswered, then one unit or one segment; with
+        // `pooler=transaction-pipelined`, the bytes in flight (from the first byte of the
+        // oldest unit not yet answered) within a bound.
+        let writes = self.writes();
+        let one_sync = writes == Writes::OneSync;
+        let sync_out = one_sync && !self.pipeline.is_empty();
         let mut flight_from = self.pipeline.oldest().map(|s| s.start);
         // Sync coalescing: the segment the last unit taken belongs to (`proto/coalesce.rs`).
-        // Behind a pooler too: a pass ends with its last unit's Sync, so every write ends at a
-        // segment's end, which is all the pooler's bound needs (`path.rs`).
+        // A pass ends with its last unit's Sync, so every write ends at a segment's end.
         let coalesce = self.cfg.sync_coalescing && !self.exclusive;
         let mut segment = coalesce::Segment::default();
         let mut last_start = 0usize;
@@ -84,37 +87,34 @@ impl Conn {
         let mut work_bound = false;
         let heavy_window = (self.cfg.max_in_flight / 4).min(HEAVY_WINDOW);
         while moved < room && self.wbuf.len() + bytes - run_start < WRITE_HIGH_WATER {
-            match st.queue.front() {
-                None => break,
-                Some(q)
-                    if !self
-                        .est
-                        .admits(self.pipeline.len(), heavy_window, q.cost, work_cap) =>
-                {
-                    c.inc(&c.work_limited);
-                    work_bound = true;
+            let Some(q) = st.queue.front() else { break };
+            // COPY data belongs to the unit in flight, which was admitted.
+            let is_data = matches!(q.kind, UnitKind::Data);
+            if !is_data && sync_out {
+                break;
+            }
+            if !is_data
+                && !self
+                    .est
+                    .admits(self.pipeline.len(), heavy_window, q.cost, work_cap)
+            {
+                c.inc(&c.work_limited);
+                work_bound = true;
+                break;
+            }
+            if let (false, Writes::Bounded, Some(from)) = (is_data, writes, flight_from) {
+                let end = self.pumped + (copied + bytes - run_start + q.len) as u64;
+                // A pass starts only once a refill's worth of room is free, so writes (and
+                // the answers they draw) come in batches, not a unit for every unit answered.
+                let floor = if moved == 0 {
+                    q.len.max(POOLER_REFILL_BYTES)
+                } else {
+                    q.len
+                };
+                if end - q.len as u64 - from + floor as u64 > POOLER_FLIGHT_BYTES as u64 {
                     break;
                 }
-                // COPY data belongs to the unit in flight, which was admitted.
-                Some(q) if matches!(q.kind, UnitKind::Data) => {}
-                Some(q) => {
-                    if let (Some(limit), Some(from)) = (flight_limit, flight_from) {
-                        let end = self.pumped + (copied + bytes - run_start + q.len) as u64;
-                        // A pass starts only once a refill's worth of room is free, so
-                        // writes (and the answers they draw) come in batches, not a unit
-                        // for every unit answered.
-                        let floor = if moved == 0 {
-                            q.len.max(POOLER_REFILL_BYTES)
-                        } else {
-                            q.len
-                        };
-                        if end - q.len as u64 - from + floor as u64 > limit as u64 {
-                            break;
-                        }
-                    }
-                }
             }
-            let Some(q) = st.queue.pop_front() else { break };
             // From the statement as it is now: its last execution may have failed meanwhile.
             let stmt = q.stmt.as_deref();
             let read_only = coalesce
@@ -130,6 +130,11 @@ impl Conn {
                     && q.len > SYNC.len()
                     && st.buf[bytes..bytes + q.len].ends_with(&SYNC),
             };
+            // One Sync at a time: after the first unit, only units that share its Sync.
+            if one_sync && !is_data && moved > 0 && !segment.joins(coalesce, unit) {
+                break;
+            }
+            let Some(q) = st.queue.pop_front() else { break };
             let mut replay = 0;
             if segment.take(coalesce, unit) {
                 // The previous unit's Sync is the last thing taken so far: leave it out, and

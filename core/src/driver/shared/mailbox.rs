@@ -516,7 +516,7 @@ mod tests {
         let c = ConnShared::new(
             256,
             16,
-            Arc::new(CostTable::new(16, true)),
+            Arc::new(CostTable::new(16, true, false)),
             Arc::new(TypeCache::default()),
             true,
         );

@@ -389,6 +389,16 @@ impl ConnShared {
         self.costs.pooler_known()
     }
 
+    /// Whether a connection of this client proved its path to the server direct.
+    pub(crate) fn direct_seen(&self) -> bool {
+        self.costs.direct_seen()
+    }
+
+    /// Records that this connection's probe proved its path direct.
+    pub(crate) fn found_direct(&self) {
+        self.costs.found_direct();
+    }
+
     /// Records that this connection found a pooler in between; `true` the first time for
     /// the client.
     pub(crate) fn found_pooler(&self) -> bool {

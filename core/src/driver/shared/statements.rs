@@ -145,22 +145,38 @@ pub(crate) struct CostTable {
     /// (`named_statements`), where the next unit may reach another backend: then a prepare
     /// only learns the types, and every execution carries its own unnamed Parse.
     named: AtomicBool,
-    /// A connection of this client found a pooler between it and the server (its probe,
-    /// `driver/conn/path.rs`): exclusive connections, which do not probe, take its rules.
+    /// A pooler stands between the client and the server: declared (`pooler`), or found by a
+    /// connection's probe (`driver/conn/path.rs`); exclusive connections, which do not
+    /// probe, take its rules.
     pooler: AtomicBool,
+    /// A connection's probe proved its path direct.
+    direct: AtomicBool,
 }
 
 impl CostTable {
-    pub(crate) fn new(capacity: usize, named: bool) -> CostTable {
+    /// A table for `capacity` statements; `named`: statements are kept by name; `pooler`: one
+    /// is declared in between.
+    pub(crate) fn new(capacity: usize, named: bool, pooler: bool) -> CostTable {
         CostTable {
             cells: Mutex::new(std::collections::HashMap::new()),
             capacity: capacity.max(1),
             named: AtomicBool::new(named),
-            pooler: AtomicBool::new(false),
+            pooler: AtomicBool::new(pooler),
+            direct: AtomicBool::new(false),
         }
     }
 
-    /// Whether a connection of this client found a pooler in between.
+    /// Whether a connection's probe proved its path direct.
+    pub(crate) fn direct_seen(&self) -> bool {
+        self.direct.load(Relaxed)
+    }
+
+    /// A connection's probe proved its path direct.
+    pub(crate) fn found_direct(&self) {
+        self.direct.store(true, Relaxed);
+    }
+
+    /// Whether a pooler is declared, or a connection of this client found one, in between.
     pub(crate) fn pooler_seen(&self) -> bool {
         self.pooler.load(Relaxed)
     }

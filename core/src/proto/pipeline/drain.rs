@@ -199,7 +199,7 @@ impl<T> Pipeline<T> {
                             })?;
                             done += 1;
                             let last = skipped.synced;
-                            handler.unit_skipped(skipped.token, skipped.kind);
+                            handler.unit_skipped(skipped.token, skipped.kind, last);
                             if last {
                                 break;
                             }

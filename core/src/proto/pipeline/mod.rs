@@ -169,9 +169,10 @@ pub trait Handler<T> {
         true
     }
     /// Unit `token` (of `kind`) shared a Sync with an earlier unit that failed, so the server
-    /// skipped it: it did not run. The default reports it failed with that reason; the
-    /// connection task sends it again instead.
-    fn unit_skipped(&mut self, token: T, _kind: UnitKind) {
+    /// skipped it: it did not run; `last`: the segment's last unit (the one whose Sync it
+    /// was). The default reports it failed with that reason; the connection task sends it
+    /// again instead.
+    fn unit_skipped(&mut self, token: T, _kind: UnitKind, _last: bool) {
         let e = DbError {
             severity: "ERROR".into(),
             message: "skipped: an earlier statement sharing its Sync failed".into(),

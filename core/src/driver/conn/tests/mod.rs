@@ -35,6 +35,9 @@ fn rig(options: &str, exclusive: bool) -> Rig {
         r.write_all();
         r.server_says(0, &probe_answer(true))
             .expect("the probe's answer");
+    } else {
+        // A shared connection of the client proved the path direct.
+        r.shared.found_direct();
     }
     r
 }
@@ -44,11 +47,12 @@ fn unproven(options: &str, exclusive: bool) -> Rig {
     let mut config =
         Config::parse("host=127.0.0.1 user=u dbname=d").expect("a valid configuration");
     config.apply_pgpipe_options(options).expect("valid options");
+    let declared = config.pooler.declared();
     let ep = Arc::new(Endpoint::new(config).expect("an endpoint"));
     let shared = Arc::new(ConnShared::new(
         256,
         16,
-        Arc::new(CostTable::new(16, true)),
+        Arc::new(CostTable::new(16, true, declared)),
         Arc::default(),
         exclusive,
     ));

@@ -20,7 +20,7 @@ impl Handler<usize> for Segments {
         };
         self.log.push(format!("{token} {what} z{}", self.ready));
     }
-    fn unit_skipped(&mut self, token: usize, _kind: UnitKind) {
+    fn unit_skipped(&mut self, token: usize, _kind: UnitKind, _last: bool) {
         self.log.push(format!("{token} skipped z{}", self.ready));
     }
     fn ready(&mut self, _status: u8) {
