@@ -88,10 +88,12 @@ impl Handler<u32> for CountingHandler {
 
 /// A batch of [`BATCH`] Execute units answered in one read: the response stream (per unit
 /// BindComplete, one DataRow of `(int8, text)`, CommandComplete, ReadyForQuery) is built once;
-/// each run copies it into a reused read buffer, pushes the units into a reused pipeline and
-/// drains it.
+/// each run copies it into a reused read buffer, pushes the units (with their messages, which
+/// every answer is checked against) into a reused pipeline and drains it.
 pub struct DrainFixture {
     stream: Bytes,
+    /// One unit's frontend messages, as the pump hands them to the pipeline with the unit.
+    sent: BytesMut,
     buf: BytesMut,
     pipeline: Pipeline<u32>,
     columns: Arc<[Column]>,
@@ -111,8 +113,19 @@ impl DrainFixture {
         for i in 0..BATCH {
             backend::select_unit_response(&mut stream, i64::from(i) * 2, TEXT);
         }
+        let mut sent = BytesMut::new();
+        encode::execute_framed(
+            STATEMENT,
+            "",
+            &[Type::INT8, Type::TEXT],
+            &[&21i64, &TEXT],
+            encode::Frame::NONE,
+            &mut sent,
+        )
+        .expect("an execute unit");
         DrainFixture {
             stream: stream.freeze(),
+            sent,
             buf: BytesMut::new(),
             pipeline: Pipeline::new(),
             columns: backend::select_int8_text_columns(),
@@ -126,7 +139,7 @@ impl DrainFixture {
         self.buf.extend_from_slice(&self.stream);
         for token in 0..BATCH {
             self.pipeline
-                .push(token, UnitKind::Execute(self.columns.clone()));
+                .push(token, UnitKind::Execute(self.columns.clone()), &self.sent);
         }
         let done = self
             .pipeline

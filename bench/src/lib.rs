@@ -332,9 +332,11 @@ mod tests {
         let columns = backend::select_int8_text_columns();
         let mut buf = BytesMut::new();
         let mut pipeline = Pipeline::new();
+        // Bind, Execute, Sync: what the answers are checked against.
+        let sent = [&b"B\0\0\0\x04"[..], b"E\0\0\0\x04", b"S\0\0\0\x04"].concat();
         for i in 0..3u32 {
             backend::select_unit_response(&mut buf, i64::from(i) * 2, "hi");
-            pipeline.push(i, UnitKind::Execute(columns.clone()));
+            pipeline.push(i, UnitKind::Execute(columns.clone()), &sent);
         }
         let mut h = Collect(vec![]);
         assert_eq!(pipeline.drain(&mut buf, &mut h).unwrap(), 3);

@@ -6,9 +6,10 @@
 //!   `Config`'s 30,000 minimum, a tiny one only the API allows, `usize::MAX`); bits 5-7 how the
 //!   stream is cut into reads (0: one read; n: chunks of 1..=2^n bytes);
 //! - byte 1: the cap's offset and the chunking seed;
-//! - one byte per unit: bits 0-3 its kind, bit 4 a BEGIN before it, bit 5 a COMMIT after it,
-//!   bit 6 it shares the previous unit's Sync (`join_last`), bit 7 its consumer has room only
-//!   every other row (frames and joins only where the driver makes them);
+//! - one byte per unit: bits 0-3 its kind (values 11-15 are kinds 0-4 sent unnamed: a Parse
+//!   before the Bind, a Close before a prepare), bit 4 a BEGIN before it, bit 5 a COMMIT after
+//!   it, bit 6 it shares the previous unit's Sync (`join_last`), bit 7 its consumer has room
+//!   only every other row (frames and joins only where the driver makes them);
 //! - the rest: the server's bytes.
 //!
 //! Properties: no panic; every callback is for the unit at the head of the FIFO, in order and
@@ -67,6 +68,71 @@ fn unit(desc: u8) -> (UnitKind, Shape) {
         }
         _ => (UnitKind::Status, Shape::Status),
     }
+}
+
+/// A frontend message.
+fn front(buf: &mut Vec<u8>, tag: u8, body: &[u8]) {
+    buf.push(tag);
+    buf.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+    buf.extend_from_slice(body);
+}
+
+/// The frontend messages of a unit as the driver sends them, which its answers are checked
+/// against: `unnamed`, an execution carries its own Parse and a prepare closes an evicted
+/// statement first.
+fn sent(kind: &UnitKind, frame: Frame, unnamed: bool) -> Vec<u8> {
+    let mut b = Vec::new();
+    let control = |b: &mut Vec<u8>| {
+        front(b, b'P', b"\0BEGIN\0\0\0");
+        front(b, b'B', b"\0\0\0\0\0\0\0\0");
+        front(b, b'E', b"\0\0\0\0\0");
+    };
+    let execute = |b: &mut Vec<u8>| {
+        if unnamed {
+            front(b, b'P', b"\0SELECT 1\0\0\0");
+        }
+        front(b, b'B', b"\0s1\0\0\0\0\0\0\0");
+        front(b, b'E', b"\0\0\0\0\0");
+    };
+    match kind {
+        UnitKind::Simple | UnitKind::CopyIn | UnitKind::CopyOut => {
+            front(&mut b, b'Q', b"SELECT 1\0");
+            return b;
+        }
+        UnitKind::Data => return b,
+        UnitKind::Status => {}
+        _ => {
+            for _ in 0..frame.before {
+                control(&mut b);
+            }
+            match kind {
+                UnitKind::Prepare => {
+                    if unnamed {
+                        front(&mut b, b'C', b"Ss0\0");
+                    }
+                    front(&mut b, b'P', b"s1\0SELECT 1\0\0\0");
+                    front(&mut b, b'D', b"Ss1\0");
+                }
+                UnitKind::Typed => {
+                    front(&mut b, b'P', b"\0SELECT 1\0\0\0");
+                    front(&mut b, b'B', b"\0\0\0\0\0\0\0\0");
+                    front(&mut b, b'D', b"P\0");
+                    front(&mut b, b'E', b"\0\0\0\0\0");
+                }
+                UnitKind::Batch(shape) => {
+                    for _ in 0..shape.len() {
+                        execute(&mut b);
+                    }
+                }
+                _ => execute(&mut b),
+            }
+            for _ in 0..frame.after {
+                control(&mut b);
+            }
+        }
+    }
+    front(&mut b, b'S', b"");
+    b
 }
 
 struct Check {
@@ -144,7 +210,7 @@ impl Handler<usize> for Check {
         }
     }
 
-    fn unit_skipped(&mut self, token: usize, _kind: UnitKind) {
+    fn unit_skipped(&mut self, token: usize, _kind: UnitKind, _last: bool) {
         let shape = self.head(token, "unit_skipped");
         assert!(
             matches!(shape, Shape::Execute | Shape::Typed),
@@ -176,8 +242,7 @@ impl Handler<usize> for Check {
             matches!(shape, Shape::Batch(_)),
             "batch statement for a {shape:?} unit"
         );
-        // In order. A server that sends more completions than the batch has statements is
-        // caught at its ReadyForQuery (a violation), so `index` may pass the batch's size here.
+        // In order; a completion beyond the batch's statements is a violation (its script).
         assert_eq!(index, self.batch_done, "batch statements out of order");
         self.batch_done += 1;
         self.rows(&rows);
@@ -250,7 +315,8 @@ fuzz_target!(|data: &[u8]| {
         {
             assert_eq!(pipeline.join_last().copied(), Some(token - 1));
         }
-        pipeline.push_framed(token, kind, frame);
+        let wire = sent(&kind, frame, desc & 0x0f >= 11);
+        pipeline.push_framed(token, kind, frame, &wire);
         check.shapes.push(shape);
         check.choosy.push(desc & 0x80 != 0);
     }

@@ -13,6 +13,7 @@ mod keyword;
 mod options;
 mod parse;
 mod pgpass;
+mod pooler;
 mod require_auth;
 #[cfg(test)]
 mod tests;
@@ -20,6 +21,7 @@ mod tuning;
 mod url;
 mod values;
 
+pub use pooler::Pooler;
 pub use require_auth::{AuthMethod, RequireAuth};
 pub use tuning::{pgpipe_keywords, PGPIPE_OPTIONS};
 pub(crate) use tuning::{DEFAULT_MAX_MESSAGE_SIZE, SHORT_MESSAGE_MAX};
@@ -479,46 +481,6 @@ pub enum TargetSessionAttrs {
     Standby,
     /// A standby if any server of the list is one; otherwise any server.
     PreferStandby,
-}
-
-/// `pooler`: what stands between the client and the server, and so how its connections may
-/// pipeline (see `docs/TOPOLOGY.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Pooler {
-    /// Found out: each shared connection's first unit asks whether the backend answering is
-    /// the one its startup named. Behind anything that hands out its own backend keys (any
-    /// pooler; its pool mode cannot be seen) the client takes [`Pooler::Transaction`]'s rule;
-    /// until the answer, and on exclusive connections until some connection has proved its
-    /// path direct, too.
-    #[default]
-    Auto,
-    /// Straight to PostgreSQL: no probe, no bound beyond the window.
-    None,
-    /// A pooler in session mode (one server connection per client connection, for its life):
-    /// pipelined as to the server, but no lanes or overflow connections and no half-open check.
-    Session,
-    /// A pooler in transaction mode (PgBouncer, Supavisor, ...): no connection ever has a
-    /// second Sync outstanding while one is unanswered, so the pooler can never hand its
-    /// server link to another client with part of a unit forwarded, however the bytes
-    /// arrive. Cheap reads still share that one Sync.
-    Transaction,
-    /// A pooler in transaction mode, pipelined with up to 16 KiB of requests in flight (the
-    /// rule before [`Pooler::Transaction`]): faster, and unsafe through PgBouncer before 1.21
-    /// when a write reaches it in pieces (a late TCP segment): callers then get each other's
-    /// answers and acknowledged writes go missing (measured in `docs/TOPOLOGY.md`). For
-    /// poolers that track every message (PgBouncer 1.21 and later), or links that never
-    /// deliver a write in pieces.
-    TransactionPipelined,
-}
-
-impl Pooler {
-    /// Whether this says a pooler stands in between (of either mode).
-    pub(crate) fn declared(self) -> bool {
-        matches!(
-            self,
-            Pooler::Session | Pooler::Transaction | Pooler::TransactionPipelined
-        )
-    }
 }
 
 /// `load_balance_hosts`: the order in which the servers of a host list are tried.

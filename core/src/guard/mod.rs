@@ -220,6 +220,7 @@ mod names;
 mod read_only;
 mod refusal;
 mod rules;
+mod shape;
 #[cfg(test)]
 mod tests;
 
@@ -229,3 +230,4 @@ pub(crate) use names::ExtensionFunctions;
 use names::ExtensionNames;
 pub use read_only::is_read_only;
 pub use refusal::{Refusal, RefusalKind, SHOWN_CHARS};
+pub(crate) use shape::{command_verb, placeholders};

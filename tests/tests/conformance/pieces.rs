@@ -25,9 +25,19 @@ use crate::{off_thread, psql_async, Db, Harness};
 
 /// Rows of the select table.
 const ROWS: i32 = 1000;
-/// Statements' deadline: far above any unit's time here, so a stall fails the check instead of
-/// hanging the test.
-const STALL: Duration = Duration::from_secs(10);
+/// How much work a run does, and the deadline of each statement.
+#[derive(Clone, Copy)]
+struct Size {
+    tasks: i32,
+    stall: Duration,
+}
+
+/// 1,000 tasks; a deadline far above any unit's time here, so a stall fails the check instead
+/// of hanging the test.
+const CLEAN: Size = Size {
+    tasks: 1000,
+    stall: Duration::from_secs(10),
+};
 
 /// Where the proxy forwards to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,7 +87,7 @@ pub async fn answers_stay_with_their_callers_through_transaction_mode_pool_4<H: 
     ) {
         return;
     }
-    checked_work::<H>(Target::PgBouncer(4), Pooler::Auto, &Server::Shared)
+    checked_work::<H>(Target::PgBouncer(4), Pooler::Auto, &Server::Shared, CLEAN)
         .await
         .assert_clean();
 }
@@ -88,13 +98,13 @@ pub async fn answers_stay_with_their_callers_through_transaction_mode_pool_1<H: 
     ) {
         return;
     }
-    checked_work::<H>(Target::PgBouncer(1), Pooler::Auto, &Server::Shared)
+    checked_work::<H>(Target::PgBouncer(1), Pooler::Auto, &Server::Shared, CLEAN)
         .await
         .assert_clean();
 }
 
 pub async fn answers_stay_with_their_callers_straight_to_the_server<H: Harness>() {
-    checked_work::<H>(Target::Direct, Pooler::Auto, &Server::Shared)
+    checked_work::<H>(Target::Direct, Pooler::Auto, &Server::Shared, CLEAN)
         .await
         .assert_clean();
 }
@@ -108,10 +118,16 @@ pub async fn pipelining_through_pgbouncer_in_pieces_crosses_answers<H: Harness>(
         return;
     }
     let cluster = off_thread::<H, _>(|| Arc::new(Cluster::start().expect("a cluster"))).await;
+    // Fewer tasks, and a short deadline: units cut between backends may never be answered.
+    let size = Size {
+        tasks: 300,
+        stall: Duration::from_secs(2),
+    };
     let run = checked_work::<H>(
         Target::PgBouncer(4),
         Pooler::TransactionPipelined,
         &Server::Own(cluster.clone()),
+        size,
     )
     .await;
     let crossed = run.tally.wrong.len()
@@ -180,7 +196,12 @@ impl Run {
     }
 }
 
-async fn checked_work<H: Harness>(target: Target, pooler: Pooler, server: &Server) -> Run {
+async fn checked_work<H: Harness>(
+    target: Target,
+    pooler: Pooler,
+    server: &Server,
+    size: Size,
+) -> Run {
     let server_port = Config::parse(&server.url()).expect("url").port;
     let bouncer = match target {
         Target::PgBouncer(pool) => Some(
@@ -218,8 +239,8 @@ async fn checked_work<H: Harness>(target: Target, pooler: Pooler, server: &Serve
     let mut cfg = Config::parse_with_env(&url, |_| None).expect("url");
     cfg.host = "127.0.0.1".into();
     cfg.port = proxy.addr().port();
-    cfg.query_timeout = Some(STALL);
-    cfg.checkout_timeout = Some(STALL);
+    cfg.query_timeout = Some(size.stall);
+    cfg.checkout_timeout = Some(size.stall);
     cfg.pooler = pooler;
     if bouncer.is_some() {
         // As `docs/TOPOLOGY.md` advises behind PgBouncer in transaction mode.
@@ -227,7 +248,7 @@ async fn checked_work<H: Harness>(target: Target, pooler: Pooler, server: &Serve
     }
     let db: Db<H> = H::connect(cfg).await.expect("connect through the proxy");
     let tally = Rc::new(RefCell::new(Tally::default()));
-    let tasks: Vec<_> = (0..1000i32)
+    let tasks: Vec<_> = (0..size.tasks)
         .map(|t| {
             let (db, tally, sel, log) = (db.clone(), tally.clone(), sel.clone(), log.clone());
             H::spawn(async move { task_work::<H>(&db, t, &sel, &log, &tally).await })
@@ -237,7 +258,7 @@ async fn checked_work<H: Harness>(target: Target, pooler: Pooler, server: &Serve
         t.await;
     }
     let stats = db.stats();
-    db.close_within(STALL).await;
+    db.close_within(size.stall).await;
     let cut = proxy.stats();
     drop(proxy);
     let table = server
@@ -259,10 +280,14 @@ async fn checked_work<H: Harness>(target: Target, pooler: Pooler, server: &Serve
         stats.total,
     );
     eprintln!("{summary}");
-    server
-        .psql::<H>(&format!("DROP TABLE IF EXISTS {sel}, {log}"))
-        .await;
-    drop(bouncer);
+    // PgBouncer first: a unit cut between backends can leave one idle in a transaction,
+    // holding locks on the tables, until its server connection closes.
+    off_thread::<H, _>(move || drop(bouncer)).await;
+    if matches!(server, Server::Shared) {
+        server
+            .psql::<H>(&format!("DROP TABLE IF EXISTS {sel}, {log}"))
+            .await;
+    }
     Run {
         tally,
         verdict,

@@ -91,6 +91,10 @@ fn unit_error(error: Box<DbError>, part: Part) -> Error {
     }
 }
 
+/// Completion verbs of the statements whose first keyword fixes one (`guard::command_verb`):
+/// a completion with one of these that is not the statement's own is another's answer.
+const DML_VERBS: [&str; 5] = ["SELECT", "INSERT", "UPDATE", "DELETE", "MERGE"];
+
 /// Applies the pipeline's findings to callers and connection state, inside the drain.
 /// Reported parameters that say what the server is, not what a session set.
 const ROLE_PARAMETERS: [&str; 2] = ["in_hot_standby", "default_transaction_read_only"];
@@ -113,7 +117,7 @@ pub(super) struct Completer<'a> {
     pub(super) replay: &'a mut BytesMut,
     pub(super) wbuf: &'a mut BytesMut,
     pub(super) pumped: &'a mut u64,
-    pub(super) resent: &'a mut Vec<(Sent, UnitKind)>,
+    pub(super) resent: &'a mut Vec<(Sent, UnitKind, std::ops::Range<usize>)>,
     /// Skipped units may be sent again here (not when the connection stopped sending).
     pub(super) resend: bool,
     /// The connection writes one Sync at a time (`path.rs`): skipped units go again as one
@@ -126,6 +130,20 @@ pub(super) struct Completer<'a> {
     pub(super) probed: Option<bool>,
     /// The probe is unanswered: the next ReadyForQuery is its own (it went out first).
     pub(super) probing: bool,
+}
+
+impl Completer<'_> {
+    /// An answer that fits its unit's messages but not its statement: the unit fails as sent
+    /// with an unknown outcome, nothing of the answer is kept, and the connection goes (a
+    /// protocol violation: its other answers cannot be trusted either).
+    #[cold]
+    fn mismatch(&mut self, token: Token, cost: u64, what: String) {
+        let reason = Reason::from(Fault::Protocol(what.clone()));
+        fail(self.shared, token, cost, &reason, true, self.wakes);
+        if self.leaked.is_none() {
+            self.leaked = Some(Fault::Protocol(what));
+        }
+    }
 }
 
 impl Handler<Sent> for Completer<'_> {
@@ -164,6 +182,18 @@ impl Handler<Sent> for Completer<'_> {
         let failed = matches!(outcome, Outcome::Failed { .. });
         if let Some(s) = &sent.stmt {
             s.set_failed(failed);
+        }
+        // An answer of the right shape can still be another statement's: its completion's
+        // verb must be the one this statement's text fixes.
+        if let (Some(want), Outcome::Rows { verb, .. }) =
+            (sent.stmt.as_ref().and_then(|s| s.verb), &outcome)
+        {
+            let got = verb.as_str();
+            if got != want && DML_VERBS.contains(&got) {
+                let e = format!("a {want} statement completed as {got}: not its answer");
+                // Its cost left the pending work above.
+                return self.mismatch(sent.token, 0, e);
+            }
         }
         let stmt = sent.stmt.filter(|_| !failed);
         self.est
@@ -206,6 +236,18 @@ impl Handler<Sent> for Completer<'_> {
             }
             Token::Prepare(p) => {
                 let r = match outcome {
+                    // Nothing learned from an answer that is not this statement's is kept: the
+                    // server counts the parameters its text names.
+                    Outcome::Prepared { params, .. }
+                        if params.len() != crate::guard::placeholders(&p.sql) =>
+                    {
+                        let e = format!(
+                            "a statement naming {} parameters described with {}: not its answer",
+                            crate::guard::placeholders(&p.sql),
+                            params.len()
+                        );
+                        return self.mismatch(Token::Prepare(p), 0, e);
+                    }
                     Outcome::Prepared { params, columns } => Ok((params, columns)),
                     Outcome::Failed { error, .. } => Err(PrepareError::Db(Arc::new(*error))),
                     _ => Ok((Vec::<Type>::new(), Arc::<[Column]>::from(Vec::new()))),
@@ -276,7 +318,7 @@ impl Handler<Sent> for Completer<'_> {
             self.resegment = 0;
         }
         *self.pumped += (self.wbuf.len() - at) as u64;
-        self.resent.push((sent, kind));
+        self.resent.push((sent, kind, at..self.wbuf.len()));
     }
 
     fn has_room(&mut self, sent: &Sent) -> bool {

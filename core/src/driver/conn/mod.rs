@@ -118,8 +118,9 @@ pub(crate) struct Conn {
     /// The bytes (without Sync) of the units in flight that share a Sync, in FIFO order:
     /// those an earlier unit's failure makes the server skip are sent again from here.
     replay: BytesMut,
-    /// Units skipped in the last drain and written again, to re-enter the FIFO.
-    resent: Vec<(Sent, UnitKind)>,
+    /// Units skipped in the last drain and written again (where in the write buffer), to
+    /// re-enter the FIFO.
+    resent: Vec<(Sent, UnitKind, std::ops::Range<usize>)>,
     /// An exclusive connection parked idle in its pool, as the last pump saw it.
     pooled: bool,
     /// Terminate is in the write buffer.
@@ -297,9 +298,9 @@ impl Conn {
         if !self.resent.is_empty() {
             // Written again by the completer, in this order: back into the FIFO.
             let n = self.resent.len() as u64;
-            for (sent, kind) in self.resent.drain(..) {
+            for (sent, kind, at) in self.resent.drain(..) {
                 let joined = sent.joined;
-                self.pipeline.push(sent, kind);
+                self.pipeline.push(sent, kind, &self.wbuf[at]);
                 if joined {
                     self.pipeline.join_last();
                 }

@@ -120,6 +120,7 @@ impl Conn {
                 internal: true,
             },
             UnitKind::Simple,
+            &self.wbuf[before..],
         );
         self.pumped += (self.wbuf.len() - before) as u64;
         self.est.sent(0);

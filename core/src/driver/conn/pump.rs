@@ -187,6 +187,7 @@ impl Conn {
                 },
                 q.kind,
                 q.frame,
+                &st.buf[last_start..bytes],
             );
         }
         if bytes > 0 {

@@ -39,6 +39,9 @@ pub(crate) struct Statement {
     /// Its last execution failed: while so, a unit of it may end a shared Sync but nothing
     /// joins after it (an error there would make the server skip the units behind it).
     last_failed: AtomicBool,
+    /// The verb its executions' completions must carry, where its text fixes one
+    /// (`guard::command_verb`): an answer with another is not this statement's.
+    pub(crate) verb: Option<&'static str>,
 }
 
 impl Statement {
@@ -57,6 +60,7 @@ impl Statement {
             cost_ns: Arc::new(AtomicU64::new(cost_ns)),
             read_only: true,
             last_failed: AtomicBool::new(false),
+            verb: crate::guard::command_verb(sql),
         })
     }
 
@@ -396,6 +400,7 @@ impl ConnShared {
                         cost_ns: self.costs.cell(&p.sql),
                         read_only: !self.exclusive && crate::guard::is_read_only(&p.sql),
                         last_failed: AtomicBool::new(false),
+                        verb: crate::guard::command_verb(&p.sql),
                     });
                     if mine {
                         if let Some(e) = st.statements.get_mut(&p.sql) {

@@ -9,6 +9,7 @@ use bytes::{Buf, BytesMut};
 use fallible_iterator::FallibleIterator;
 use postgres_protocol::message::backend::Message;
 
+use super::expect::Fit;
 use super::fields::{affected_rows, parse_error_fields, type_for_oid};
 use super::{Handler, InFlight, Outcome, Part, Pipeline, ProtocolViolation, UnitKind, Verb};
 use crate::row::{Column, Row};
@@ -48,7 +49,7 @@ impl<T> Pipeline<T> {
             // Most frequent first: rows, then the per-unit bookkeeping messages.
             match tag {
                 b'D' => {
-                    let head = self.head(tag)?;
+                    let head = self.answer(tag)?;
                     if matches!(head.kind, UnitKind::Stream(_)) && head.error.is_none() {
                         if !handler.has_room(&head.token) {
                             self.paused = true;
@@ -73,7 +74,7 @@ impl<T> Pipeline<T> {
                     }
                 }
                 b'd' => {
-                    let head = self.head(tag)?;
+                    let head = self.answer(tag)?;
                     if !matches!(head.kind, UnitKind::CopyOut) {
                         return Err(ProtocolViolation(
                             "CopyData outside a COPY TO STDOUT".into(),
@@ -88,7 +89,7 @@ impl<T> Pipeline<T> {
                     handler.copy_data(&head.token, body);
                 }
                 b'H' | b'G' | b'W' => {
-                    let head = self.head(tag)?;
+                    let head = self.answer(tag)?;
                     match (tag, &head.kind) {
                         (b'H', UnitKind::CopyOut) => {}
                         (b'G', UnitKind::CopyIn) => handler.copy_in_ready(&head.token),
@@ -103,18 +104,18 @@ impl<T> Pipeline<T> {
                     buf.advance(total);
                 }
                 b'c' => {
-                    self.head(tag)?;
+                    self.answer(tag)?;
                     buf.advance(total);
                 }
                 b'2' | b'1' | b'3' | b'n' => {
-                    let head = self.head(tag)?;
+                    let head = self.answer(tag)?;
                     if tag == b'n' && matches!(head.kind, UnitKind::Prepare | UnitKind::Typed) {
                         head.columns = Some(no_columns());
                     }
                     buf.advance(total);
                 }
                 b'C' => {
-                    let head = self.head(tag)?;
+                    let head = self.answer(tag)?;
                     let tag = &buf[5..total];
                     head.verb = Verb::from_tag(tag);
                     if head.plain() {
@@ -128,7 +129,7 @@ impl<T> Pipeline<T> {
                     }
                 }
                 b'I' => {
-                    let head = self.head(tag)?;
+                    let head = self.answer(tag)?;
                     buf.advance(total);
                     if !head.plain() {
                         statement_done(head, 0, handler);
@@ -143,34 +144,35 @@ impl<T> Pipeline<T> {
                     }
                     let status = buf[5];
                     buf.advance(total);
-                    let unit = self.fifo.pop_front().ok_or_else(|| {
+                    let mut unit = self.fifo.pop_front().ok_or_else(|| {
                         ProtocolViolation("ReadyForQuery with no unit in flight".into())
                     })?;
+                    // Due now, unless an error made the server skip to the Sync.
+                    let fit = match unit.error {
+                        None => unit
+                            .script
+                            .fit(b'Z')
+                            .map(|_| unit.script.advance(&mut self.spill)),
+                        Some(_) => {
+                            unit.script.skip(&mut self.spill);
+                            Ok(())
+                        }
+                    };
+                    if let Err(e) = fit.and_then(|()| match unit.script.is_done() {
+                        true => Ok(()),
+                        false => Err(ProtocolViolation(
+                            "ReadyForQuery before the unit's other answers".into(),
+                        )),
+                    }) {
+                        self.fifo.push_front(unit);
+                        return Err(e);
+                    }
                     self.ready_seen += 1;
                     done += 1;
                     handler.ready(status);
-                    // A unit that shared its Sync reaches a ReadyForQuery only by failing: the
-                    // server skipped the rest of its segment.
+                    // A unit that shared its Sync reaches a ReadyForQuery only by failing (its
+                    // script saw to that): the server skipped the rest of its segment.
                     let broke_segment = !unit.synced;
-                    // A violation leaves the unit in the FIFO, so `take_all` fails it with the
-                    // connection rather than dropping it unanswered.
-                    if broke_segment && unit.error.is_none() {
-                        self.fifo.push_front(unit);
-                        return Err(ProtocolViolation(
-                            "ReadyForQuery before a statement's CommandComplete".into(),
-                        ));
-                    }
-                    if let (None, UnitKind::Batch(shape)) = (&unit.error, &unit.kind) {
-                        if usize::from(unit.step) != shape.len() {
-                            let e = format!(
-                                "a batch of {} statements ended after {}",
-                                shape.len(),
-                                unit.step
-                            );
-                            self.fifo.push_front(unit);
-                            return Err(ProtocolViolation(e));
-                        }
-                    }
                     let (plain, before) = (unit.plain(), unit.before());
                     let outcome = match (unit.error, unit.kind) {
                         (Some(failure), kind) => {
@@ -194,9 +196,10 @@ impl<T> Pipeline<T> {
                     handler.unit_done(unit.token, outcome);
                     if broke_segment {
                         loop {
-                            let skipped = self.fifo.pop_front().ok_or_else(|| {
+                            let mut skipped = self.fifo.pop_front().ok_or_else(|| {
                                 ProtocolViolation("a segment's units outlived its Sync".into())
                             })?;
+                            skipped.script.skip(&mut self.spill);
                             done += 1;
                             let last = skipped.synced;
                             handler.unit_skipped(skipped.token, skipped.kind, last);
@@ -263,10 +266,24 @@ impl<T> Pipeline<T> {
         1
     }
 
-    fn head(&mut self, tag: u8) -> Result<&mut InFlight<T>, ProtocolViolation> {
-        self.fifo.front_mut().ok_or_else(|| {
+    /// The unit backend message `tag` answers, once the message is checked against what the
+    /// unit sent: the answer due, or part of it (`expect.rs`). After an error the server
+    /// skips to the Sync, so only the ReadyForQuery may follow.
+    #[inline]
+    fn answer(&mut self, tag: u8) -> Result<&mut InFlight<T>, ProtocolViolation> {
+        let head = self.fifo.front_mut().ok_or_else(|| {
             ProtocolViolation(format!("message {:?} with no unit in flight", tag as char))
-        })
+        })?;
+        if head.error.is_some() {
+            return Err(ProtocolViolation(format!(
+                "message {:?} after an error, before its ReadyForQuery",
+                tag as char
+            )));
+        }
+        if head.script.fit(tag)? == Fit::Next {
+            head.script.advance(&mut self.spill);
+        }
+        Ok(head)
     }
 
     /// Messages that carry structure (descriptions, parameter status, notifications): parsed
@@ -282,14 +299,14 @@ impl<T> Pipeline<T> {
         let bad = |e: std::io::Error| ProtocolViolation(format!("malformed message: {e}"));
         match msg {
             Message::ParameterDescription(body) => {
-                let head = self.head(b't')?;
+                let head = self.answer(b't')?;
                 let mut it = body.parameters();
                 while let Some(oid) = it.next().map_err(bad)? {
                     head.params.push(type_for_oid(oid));
                 }
             }
             Message::RowDescription(body) => {
-                let head = self.head(b'T')?;
+                let head = self.answer(b'T')?;
                 let mut cols = Vec::new();
                 let mut it = body.fields();
                 while let Some(f) = it.next().map_err(bad)? {

@@ -20,7 +20,10 @@ use crate::error::DbError;
 use crate::row::{Column, Row};
 
 mod drain;
+mod expect;
 mod fields;
+
+use expect::Script;
 
 pub(crate) use fields::{parse_error_fields, type_for_oid};
 
@@ -221,6 +224,8 @@ struct InFlight<T> {
     /// Statements of the unit completed so far (CommandComplete or EmptyQueryResponse), for
     /// units that are not plain.
     step: u16,
+    /// The answers its messages call for, in order (`expect.rs`).
+    script: Script,
 }
 
 /// See [`InFlight::shape`].
@@ -247,6 +252,9 @@ pub struct Pipeline<T> {
     max_message: usize,
     /// The last drain stopped at a row its streaming consumer had no room for.
     paused: bool,
+    /// Answers due beyond what a unit's packed script holds, for the units in flight in
+    /// FIFO order (`expect.rs`).
+    spill: VecDeque<u8>,
 }
 
 impl<T> Default for Pipeline<T> {
@@ -256,6 +264,7 @@ impl<T> Default for Pipeline<T> {
             ready_seen: 0,
             max_message: super::frame::DEFAULT_MAX_MESSAGE_SIZE,
             paused: false,
+            spill: VecDeque::new(),
         }
     }
 }
@@ -274,13 +283,15 @@ impl<T> Pipeline<T> {
         self
     }
 
-    /// Records that a unit's messages were written (in this order) to the server.
-    pub fn push(&mut self, token: T, kind: UnitKind) {
-        self.push_framed(token, kind, Frame::NONE);
+    /// Records that a unit's messages, `sent` (whole frontend messages, as written), went to
+    /// the server: every answer is checked against them.
+    pub fn push(&mut self, token: T, kind: UnitKind, sent: &[u8]) {
+        self.push_framed(token, kind, Frame::NONE, sent);
     }
 
     /// [`Pipeline::push`] for a unit that carries `frame`'s statements around its own.
-    pub fn push_framed(&mut self, token: T, kind: UnitKind, frame: Frame) {
+    pub fn push_framed(&mut self, token: T, kind: UnitKind, frame: Frame, sent: &[u8]) {
+        let script = Script::of(sent, &mut self.spill);
         let columns = match &kind {
             UnitKind::Execute(c) | UnitKind::Stream(c) => Some(c.clone()),
             UnitKind::Batch(shape) => shape.first().cloned(),
@@ -304,6 +315,7 @@ impl<T> Pipeline<T> {
             synced: true,
             shape,
             step: 0,
+            script,
         });
     }
 
@@ -317,6 +329,7 @@ impl<T> Pipeline<T> {
             return None;
         }
         last.synced = false;
+        last.script.drop_ready(&mut self.spill);
         Some(&mut last.token)
     }
 
@@ -348,6 +361,7 @@ impl<T> Pipeline<T> {
 
     /// Removes every in-flight unit (oldest first), for failing them when the connection dies.
     pub fn take_all(&mut self) -> impl Iterator<Item = T> + '_ {
+        self.spill.clear();
         self.fifo.drain(..).map(|u| u.token)
     }
 }

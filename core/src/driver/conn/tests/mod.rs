@@ -18,6 +18,7 @@ use crate::proto::SessionInfo;
 use crate::sched::lock;
 use crate::Config;
 
+mod answers;
 mod path;
 
 const SYNC: [u8; 5] = [b'S', 0, 0, 0, 4];

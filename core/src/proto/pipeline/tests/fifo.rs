@@ -109,7 +109,7 @@ impl Handler<usize> for Record {
 fn feed(stream: &[u8], kinds: &[UnitKind], cuts: &mut dyn Iterator<Item = usize>) -> Vec<String> {
     let mut p = Pipeline::new();
     for (i, k) in kinds.iter().enumerate() {
-        p.push(i, k.clone());
+        p.push_kind(i, k.clone());
     }
     let mut h = Record::default();
     let mut buf = BytesMut::new();
@@ -196,13 +196,13 @@ fn violations_are_reported_not_panicked() {
     );
     let mut s = vec![];
     data_row(&mut s, &[Some(b"x")]);
-    p.push(1, UnitKind::Typed);
+    p.push_kind(1, UnitKind::Typed);
     assert!(
         p.drain(&mut BytesMut::from(&s[..]), &mut Nop).is_err(),
         "DataRow before RowDescription"
     );
     let mut p: Pipeline<u8> = Pipeline::new();
-    p.push(1, UnitKind::Execute(columns()));
+    p.push_kind(1, UnitKind::Execute(columns()));
     let mut s = vec![];
     data_row(&mut s, &[Some(b"x")]);
     assert!(
@@ -210,7 +210,7 @@ fn violations_are_reported_not_panicked() {
         "column count mismatch"
     );
     let mut p: Pipeline<u8> = Pipeline::new();
-    p.push(1, UnitKind::Execute(columns()));
+    p.push_kind(1, UnitKind::Execute(columns()));
     assert!(
         p.drain(&mut BytesMut::from(&b"Z\0\0\0\x01"[..]), &mut Nop)
             .is_err(),
@@ -273,7 +273,7 @@ fn a_stream_pauses_at_a_full_consumer_and_resumes_where_it_stopped() {
     complete(&mut s, "SELECT 5");
     ready(&mut s);
     let mut p = Pipeline::new();
-    p.push(1usize, UnitKind::Stream(columns()));
+    p.push_kind(1usize, UnitKind::Stream(columns()));
     let mut buf = BytesMut::from(&s[..]);
     let mut h = Sink {
         room: 2,
@@ -303,7 +303,7 @@ fn a_length_header_beyond_the_cap_fails_before_its_body_is_reserved() {
         fn unit_done(&mut self, _: u8, _: Outcome) {}
     }
     let mut p: Pipeline<u8> = Pipeline::new().with_max_message(1 << 20);
-    p.push(1, UnitKind::Execute(columns()));
+    p.push_kind(1, UnitKind::Execute(columns()));
     // A DataRow claiming 4 GiB: refused at its header.
     let mut buf = BytesMut::from(&b"D\xff\xff\xff\xf0"[..]);
     let e = p.drain(&mut buf, &mut Nop).unwrap_err();
@@ -315,7 +315,7 @@ fn a_length_header_beyond_the_cap_fails_before_its_body_is_reserved() {
     assert!(e.0.contains("never longer"), "{}", e.0);
     // A legitimate partial row under the cap reserves at most one step ahead of what arrived.
     let mut p: Pipeline<u8> = Pipeline::new();
-    p.push(1, UnitKind::Execute(columns()));
+    p.push_kind(1, UnitKind::Execute(columns()));
     let mut buf = BytesMut::from(&b"D\x3f\xff\xff\xf0\0\x01"[..]);
     assert_eq!(p.drain(&mut buf, &mut Nop).unwrap(), 0);
     assert!(

@@ -52,6 +52,74 @@ fn complete(buf: &mut Vec<u8>, tag: &str) {
     msg(buf, b'C', &b);
 }
 
+/// A frontend message (as the client sends it).
+fn front(buf: &mut Vec<u8>, tag: u8, body: &[u8]) {
+    msg(buf, tag, body);
+}
+
+/// The frontend messages a unit of `kind` with `frame` sends, as the driver encodes it with
+/// named statements: what its answers are checked against.
+fn sent(kind: &UnitKind, frame: Frame) -> Vec<u8> {
+    let mut b = Vec::new();
+    let control = |b: &mut Vec<u8>| {
+        front(b, b'P', b"\0BEGIN\0\0\0");
+        front(b, b'B', b"\0\0\0\0\0\0\0\0");
+        front(b, b'E', b"\0\0\0\0\0");
+    };
+    let execute = |b: &mut Vec<u8>| {
+        front(b, b'B', b"\0s1\0\0\0\0\0\0\0");
+        front(b, b'E', b"\0\0\0\0\0");
+    };
+    match kind {
+        UnitKind::Simple | UnitKind::CopyIn | UnitKind::CopyOut => {
+            front(&mut b, b'Q', b"SELECT 1\0");
+            return b;
+        }
+        UnitKind::Data => return b,
+        UnitKind::Status => {}
+        _ => {
+            for _ in 0..frame.before {
+                control(&mut b);
+            }
+            match kind {
+                UnitKind::Prepare => {
+                    front(&mut b, b'P', b"s1\0SELECT 1\0\0\0");
+                    front(&mut b, b'D', b"Ss1\0");
+                }
+                UnitKind::Typed => {
+                    front(&mut b, b'P', b"\0SELECT 1\0\0\0");
+                    front(&mut b, b'B', b"\0\0\0\0\0\0\0\0");
+                    front(&mut b, b'D', b"P\0");
+                    front(&mut b, b'E', b"\0\0\0\0\0");
+                }
+                UnitKind::Batch(shape) => {
+                    for _ in 0..shape.len() {
+                        execute(&mut b);
+                    }
+                }
+                _ => execute(&mut b),
+            }
+            for _ in 0..frame.after {
+                control(&mut b);
+            }
+        }
+    }
+    front(&mut b, b'S', b"");
+    b
+}
+
+impl<T> Pipeline<T> {
+    /// Pushes a unit of `kind` as the driver would send it ([`sent`]).
+    fn push_kind(&mut self, token: T, kind: UnitKind) {
+        self.push_kind_framed(token, kind, Frame::NONE);
+    }
+
+    fn push_kind_framed(&mut self, token: T, kind: UnitKind, frame: Frame) {
+        let wire = sent(&kind, frame);
+        self.push_framed(token, kind, frame, &wire);
+    }
+}
+
 fn columns() -> Arc<[Column]> {
     Arc::from(vec![
         Column::new("n".into(), Type::INT8),

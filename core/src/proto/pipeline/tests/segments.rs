@@ -57,12 +57,12 @@ fn a_failure_in_a_segment_fails_its_unit_and_skips_the_rest() {
             for cut in [1usize, 3, 7, s.len()] {
                 let mut p = Pipeline::new();
                 for u in 0..len {
-                    p.push(u, UnitKind::Execute(columns()));
+                    p.push_kind(u, UnitKind::Execute(columns()));
                     if u + 1 < len {
                         assert!(p.join_last().is_some());
                     }
                 }
-                p.push(len, UnitKind::Execute(columns()));
+                p.push_kind(len, UnitKind::Execute(columns()));
                 let mut h = Segments::default();
                 let mut buf = BytesMut::new();
                 for chunk in s.chunks(cut) {
@@ -92,11 +92,11 @@ fn a_failure_in_a_segment_fails_its_unit_and_skips_the_rest() {
 fn only_executions_join_a_segment() {
     let mut p: Pipeline<usize> = Pipeline::new();
     assert!(p.join_last().is_none(), "nothing to join");
-    p.push(0, UnitKind::Prepare);
+    p.push_kind(0, UnitKind::Prepare);
     assert!(p.join_last().is_none());
-    p.push(1, UnitKind::Simple);
+    p.push_kind(1, UnitKind::Simple);
     assert!(p.join_last().is_none());
-    p.push(2, UnitKind::Typed);
+    p.push_kind(2, UnitKind::Typed);
     assert_eq!(p.join_last().copied(), Some(2));
 }
 
@@ -104,9 +104,9 @@ fn only_executions_join_a_segment() {
 #[test]
 fn ready_inside_a_segment_is_a_violation() {
     let mut p = Pipeline::new();
-    p.push(0usize, UnitKind::Execute(columns()));
+    p.push_kind(0usize, UnitKind::Execute(columns()));
     p.join_last();
-    p.push(1usize, UnitKind::Execute(columns()));
+    p.push_kind(1usize, UnitKind::Execute(columns()));
     let mut s = vec![];
     msg(&mut s, b'2', b"");
     ready(&mut s);
