@@ -9,7 +9,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use pgpipe::internals::{encode, Handler, Outcome, Pipeline, UnitKind};
+use pgpipe::internals::{encode, Frame, Handler, Outcome, Pipeline, Script, UnitKind};
 use pgpipe::types::Type;
 use pgpipe::{Column, Row};
 
@@ -21,6 +21,8 @@ pub const BATCH: u32 = 64;
 pub const STATEMENT: &str = "pgpipe_1";
 /// The text parameter / result value.
 pub const TEXT: &str = "hello, pgpipe";
+/// What an Execute unit of a named statement sends (`Bind Execute Sync`), as its encoder says.
+const SCRIPT: Script = Script::execution(false, false, false);
 
 /// One Execute unit (`Bind` with an `int8` and a `text` parameter, `Execute`, `Sync`) encoded
 /// into a buffer reused (and cleared) per unit, as the driver does.
@@ -88,12 +90,11 @@ impl Handler<u32> for CountingHandler {
 
 /// A batch of [`BATCH`] Execute units answered in one read: the response stream (per unit
 /// BindComplete, one DataRow of `(int8, text)`, CommandComplete, ReadyForQuery) is built once;
-/// each run copies it into a reused read buffer, pushes the units (with their messages, which
-/// every answer is checked against) into a reused pipeline and drains it.
+/// each run copies it into a reused read buffer, pushes the units (with what they sent, which
+/// every answer is checked against, as the driver's encoder gives it) into a reused pipeline
+/// and drains it.
 pub struct DrainFixture {
     stream: Bytes,
-    /// One unit's frontend messages, as the pump hands them to the pipeline with the unit.
-    sent: BytesMut,
     buf: BytesMut,
     pipeline: Pipeline<u32>,
     columns: Arc<[Column]>,
@@ -113,19 +114,8 @@ impl DrainFixture {
         for i in 0..BATCH {
             backend::select_unit_response(&mut stream, i64::from(i) * 2, TEXT);
         }
-        let mut sent = BytesMut::new();
-        encode::execute_framed(
-            STATEMENT,
-            "",
-            &[Type::INT8, Type::TEXT],
-            &[&21i64, &TEXT],
-            encode::Frame::NONE,
-            &mut sent,
-        )
-        .expect("an execute unit");
         DrainFixture {
             stream: stream.freeze(),
-            sent,
             buf: BytesMut::new(),
             pipeline: Pipeline::new(),
             columns: backend::select_int8_text_columns(),
@@ -138,8 +128,12 @@ impl DrainFixture {
         self.buf.clear();
         self.buf.extend_from_slice(&self.stream);
         for token in 0..BATCH {
-            self.pipeline
-                .push(token, UnitKind::Execute(self.columns.clone()), &self.sent);
+            self.pipeline.push_scripted(
+                token,
+                UnitKind::Execute(self.columns.clone()),
+                Frame::NONE,
+                SCRIPT,
+            );
         }
         let done = self
             .pipeline

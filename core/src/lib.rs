@@ -60,6 +60,7 @@ pub use stream::RowStream;
 pub mod internals {
     use std::sync::Arc;
 
+    pub use crate::proto::pipeline::Script;
     pub use crate::proto::{encode, Frame, Handler, Outcome, Pipeline, UnitKind};
     /// The startup and authentication state machine with what it takes and gives, for the
     /// fuzz targets; [`next_message`] cuts its messages from the server's bytes.

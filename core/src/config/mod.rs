@@ -92,10 +92,9 @@ pub struct Config {
     /// Turn it off behind a transaction-mode pooler (PgBouncer before 1.21), where the next
     /// unit may run on another backend: a statement's first use then only learns its types
     /// (once per connection, as before), and every execution carries its own unnamed Parse,
-    /// still one round trip and still pipelined (see `docs/TOPOLOGY.md`). Off, the client
-    /// takes a pooler's rules (as when a connection's probe finds one): each connection keeps
-    /// at most 16 KiB of requests in flight, units do not share Syncs, and no lanes or
-    /// overflow connections open.
+    /// still one round trip (see `docs/TOPOLOGY.md`). Off, the client takes a transaction
+    /// pooler's rules (as when a connection's probe finds one; see [`Pooler`]): one Sync at a
+    /// time per connection, and no lanes or overflow connections.
     pub named_statements: bool,
     /// What stands between the client and the server (`pooler`: `auto`, the default, `none`,
     /// `session`, `transaction` or `transaction-pipelined`); see [`Pooler`].
@@ -143,8 +142,9 @@ pub struct Config {
     /// when server-side work saturates the others — and closes them after `idle_timeout`
     /// unused. Lanes and overflow leave `pinned_size` of them to exclusive connections. At most
     /// `pipeline_size`: no lanes or overflow, and `pinned_size` exclusive connections beside.
-    /// Behind a pooler (found by a connection's probe, or `named_statements` off) no lanes or
-    /// overflow open either: the pooler's own pool is the capacity there.
+    /// Behind a pooler (declared by `pooler`, found by a connection's probe, or
+    /// `named_statements` off) no lanes or overflow open either: the pooler's own pool is the
+    /// capacity there.
     pub max_connections: usize,
     /// A statement whose estimated server time reaches this runs on a lane of its own, away from
     /// the pipelined fast path (`slow_threshold_us`, default 2000 µs).

@@ -91,10 +91,6 @@ fn unit_error(error: Box<DbError>, part: Part) -> Error {
     }
 }
 
-/// Completion verbs of the statements whose first keyword fixes one (`guard::command_verb`):
-/// a completion with one of these that is not the statement's own is another's answer.
-const DML_VERBS: [&str; 5] = ["SELECT", "INSERT", "UPDATE", "DELETE", "MERGE"];
-
 /// Applies the pipeline's findings to callers and connection state, inside the drain.
 /// Reported parameters that say what the server is, not what a session set.
 const ROLE_PARAMETERS: [&str; 2] = ["in_hot_standby", "default_transaction_read_only"];
@@ -182,18 +178,6 @@ impl Handler<Sent> for Completer<'_> {
         let failed = matches!(outcome, Outcome::Failed { .. });
         if let Some(s) = &sent.stmt {
             s.set_failed(failed);
-        }
-        // An answer of the right shape can still be another statement's: its completion's
-        // verb must be the one this statement's text fixes.
-        if let (Some(want), Outcome::Rows { verb, .. }) =
-            (sent.stmt.as_ref().and_then(|s| s.verb), &outcome)
-        {
-            let got = verb.as_str();
-            if got != want && DML_VERBS.contains(&got) {
-                let e = format!("a {want} statement completed as {got}: not its answer");
-                // Its cost left the pending work above.
-                return self.mismatch(sent.token, 0, e);
-            }
         }
         let stmt = sent.stmt.filter(|_| !failed);
         self.est

@@ -174,21 +174,24 @@ impl Conn {
                 c.inc(&c.closes_sent);
             }
             let sent_at = now.unwrap_or(self.est.last_done());
-            self.pipeline.push_framed(
-                Sent {
-                    token: q.token,
-                    start,
-                    cost: q.cost,
-                    stmt: q.stmt,
-                    sent_at,
-                    replay,
-                    joined: false,
-                    internal: false,
-                },
-                q.kind,
-                q.frame,
-                &st.buf[last_start..bytes],
-            );
+            let sent = Sent {
+                token: q.token,
+                start,
+                cost: q.cost,
+                stmt: q.stmt,
+                sent_at,
+                replay,
+                joined: false,
+                internal: false,
+            };
+            // What its answers are checked against: as its encoder said, or as its bytes say.
+            match q.script {
+                Some(script) => self.pipeline.push_scripted(sent, q.kind, q.frame, script),
+                None => {
+                    let wire = &st.buf[last_start..bytes];
+                    self.pipeline.push_framed(sent, q.kind, q.frame, wire)
+                }
+            }
         }
         if bytes > 0 {
             self.wbuf.extend_from_slice(&st.buf[run_start..bytes]);

@@ -12,6 +12,7 @@ use postgres_types::Type;
 use super::{
     status_check, BatchUnit, ConnShared, Framing, QueryWaiter, Queued, State, Statement, Token,
 };
+use crate::proto::pipeline::Script;
 use crate::proto::{encode, Frame, UnitKind};
 use crate::sched::{lock, DeferredWakes};
 use crate::Error;
@@ -66,7 +67,11 @@ impl ConnShared {
             after: 0,
         };
         let token = Token::Query(waiter.clone());
-        if let Some(w) = self.push_unit(&mut st, start, token, UnitKind::Simple, frame, None) {
+        if let Some(w) = self.push(
+            &mut st,
+            start,
+            Queued::new(token, UnitKind::Simple).framed(frame),
+        ) {
             wakes.push(w);
         }
         Ok((waiter, begin.is_some()))
@@ -111,14 +116,9 @@ impl ConnShared {
             let start = st.committed;
             st.buf.truncate(start);
             let (frame, wire) = framing.take();
-            let r = encode::execute_framed(
-                name_or_inline(stmt),
-                &stmt.sql,
-                stmt.params(),
-                params,
-                wire,
-                &mut st.buf,
-            );
+            let name = name_or_inline(stmt);
+            let r =
+                encode::execute_framed(name, &stmt.sql, stmt.params(), params, wire, &mut st.buf);
             if let Err(e) = r {
                 framing.restore_begin(wire.before);
                 return Err(e);
@@ -126,7 +126,16 @@ impl ConnShared {
             let waiter = Arc::new(QueryWaiter::new());
             let kind = UnitKind::Execute(stmt.columns().clone());
             let token = Token::Query(waiter.clone());
-            let waker = self.push_unit(st, start, token, kind, frame, Some(stmt.clone()));
+            let (parse, before) = (name.is_empty(), wire.before.is_some());
+            let script = Script::execution(parse, before, wire.after.is_some()).completing(
+                stmt.completes,
+                parse,
+                before,
+            );
+            let q = Queued::new(token, kind)
+                .framed(frame)
+                .executing(stmt, script);
+            let waker = self.push(st, start, q);
             Ok((waiter, waker))
         })
         .await
@@ -171,8 +180,9 @@ impl ConnShared {
                 let start = st.committed;
                 st.buf.truncate(start);
                 let (frame, wire) = framing.take();
+                let name = name_or_inline(stmt);
                 let r = encode::execute_framed(
-                    name_or_inline(stmt),
+                    name,
                     &stmt.sql,
                     stmt.params(),
                     params,
@@ -185,7 +195,16 @@ impl ConnShared {
                 }
                 let kind = UnitKind::Stream(stmt.columns().clone());
                 let token = Token::Stream(sink.clone());
-                Ok(self.push_unit(st, start, token, kind, frame, Some(stmt.clone())))
+                let (parse, before) = (name.is_empty(), wire.before.is_some());
+                let script = Script::execution(parse, before, wire.after.is_some()).completing(
+                    stmt.completes,
+                    parse,
+                    before,
+                );
+                let q = Queued::new(token, kind)
+                    .framed(frame)
+                    .executing(stmt, script);
+                Ok(self.push(st, start, q))
             })
             .await?;
         if let Some(w) = r {
@@ -219,7 +238,7 @@ impl ConnShared {
                     before: u8::from(begin.is_some()),
                     after: 0,
                 };
-                Ok(self.push_unit(st, start, token, kind.clone(), frame, None))
+                Ok(self.push(st, start, Queued::new(token, kind.clone()).framed(frame)))
             })
             .await?;
         if let Some(w) = waker {
@@ -279,7 +298,7 @@ impl ConnShared {
             }
             let waiter = Arc::new(QueryWaiter::new());
             let token = Token::Query(waiter.clone());
-            let waker = self.push_unit(st, start, token, UnitKind::Typed, frame, None);
+            let waker = self.push(st, start, Queued::new(token, UnitKind::Typed).framed(frame));
             Ok((waiter, waker))
         })
         .await
@@ -375,28 +394,9 @@ impl ConnShared {
         self.push(st, start, Queued::new(token, kind).closing(closes))
     }
 
-    /// [`ConnShared::push_locked`] for a unit with `frame` around an execution of `stmt`
-    /// (if any), whose estimate counts as pending work on this connection until it completes
-    /// (cost-aware routing reads the sum).
-    #[inline]
-    pub(super) fn push_unit(
-        &self,
-        st: &mut State,
-        start: usize,
-        token: Token,
-        kind: UnitKind,
-        frame: Frame,
-        stmt: Option<Arc<Statement>>,
-    ) -> Option<Waker> {
-        let mut q = Queued::new(token, kind);
-        q.frame = frame;
-        q.cost = stmt.as_ref().map_or(0, |s| s.estimate_ns());
-        q.stmt = stmt;
-        self.push(st, start, q)
-    }
-
     /// Commits unit `q`, encoded at `buf[start..]`, to the mailbox (see
-    /// [`ConnShared::push_locked`]).
+    /// [`ConnShared::push_locked`]). An execution's estimate counts as pending work on this
+    /// connection until it completes (cost-aware routing reads the sum).
     #[inline]
     pub(super) fn push(&self, st: &mut State, start: usize, mut q: Queued) -> Option<Waker> {
         q.len = st.buf.len() - start;

@@ -20,16 +20,18 @@ use bytes::BytesMut;
 use event_listener::Event;
 
 pub(crate) use crate::proto::timing::{nanos, DEFAULT_COST_NS};
-use crate::proto::{Frame, StatementCache, UnitKind};
+use crate::proto::{Frame, StatementCache};
 use crate::row::Row;
 use crate::sched::{lock, DeferredWakes, Waiter};
 use crate::stats::Counters;
 use crate::{Error, Reason};
 
 pub(crate) use mailbox::SpaceWaiter;
+pub(crate) use queued::Queued;
 pub(crate) use statements::{CacheEntry, CostTable, Prepare, PrepareError, Statement};
 
 mod mailbox;
+mod queued;
 pub(crate) mod sinks;
 mod statements;
 
@@ -75,40 +77,6 @@ pub(crate) enum Token {
     CopyIn(Arc<crate::driver::shared::sinks::CopyInShared>),
     /// COPY data: written and never answered, so nobody waits on it.
     Data,
-}
-
-pub(crate) struct Queued {
-    pub(crate) len: usize,
-    pub(crate) token: Token,
-    pub(crate) kind: UnitKind,
-    /// Statements riding in the unit around its own (a transaction's BEGIN or COMMIT).
-    pub(crate) frame: Frame,
-    pub(crate) closes: bool,
-    /// The estimate this unit added to the connection's pending cost.
-    pub(crate) cost: u64,
-    /// The statement executed, whose estimate the completion updates.
-    pub(crate) stmt: Option<Arc<Statement>>,
-}
-
-impl Queued {
-    /// A unit of `kind` for `token`: no frame, no statement closed, no estimate.
-    #[inline]
-    pub(crate) fn new(token: Token, kind: UnitKind) -> Queued {
-        Queued {
-            len: 0,
-            token,
-            kind,
-            frame: Frame::NONE,
-            closes: false,
-            cost: 0,
-            stmt: None,
-        }
-    }
-
-    fn closing(mut self, closes: bool) -> Queued {
-        self.closes = closes;
-        self
-    }
 }
 
 /// A transaction's BEGIN that has not gone out yet: the transaction's first unit takes it

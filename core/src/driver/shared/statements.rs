@@ -10,6 +10,7 @@ use std::task::Waker;
 use postgres_types::Type;
 
 use super::{status_check, ConnShared, State, Token};
+use crate::proto::pipeline::Completes;
 use crate::proto::timing::{fold_sample, Sampled, DEFAULT_COST_NS};
 use crate::proto::{encode, UnitKind};
 use crate::row::Column;
@@ -39,9 +40,9 @@ pub(crate) struct Statement {
     /// Its last execution failed: while so, a unit of it may end a shared Sync but nothing
     /// joins after it (an error there would make the server skip the units behind it).
     last_failed: AtomicBool,
-    /// The verb its executions' completions must carry, where its text fixes one
-    /// (`guard::command_verb`): an answer with another is not this statement's.
-    pub(crate) verb: Option<&'static str>,
+    /// The command its executions' completions must name, where its text fixes one
+    /// (`guard::command_verb`): an answer naming another is not this statement's.
+    pub(crate) completes: Completes,
 }
 
 impl Statement {
@@ -60,7 +61,7 @@ impl Statement {
             cost_ns: Arc::new(AtomicU64::new(cost_ns)),
             read_only: true,
             last_failed: AtomicBool::new(false),
-            verb: crate::guard::command_verb(sql),
+            completes: Completes::of_verb(crate::guard::command_verb(sql)),
         })
     }
 
@@ -400,7 +401,7 @@ impl ConnShared {
                         cost_ns: self.costs.cell(&p.sql),
                         read_only: !self.exclusive && crate::guard::is_read_only(&p.sql),
                         last_failed: AtomicBool::new(false),
-                        verb: crate::guard::command_verb(&p.sql),
+                        completes: Completes::of_verb(crate::guard::command_verb(&p.sql)),
                     });
                     if mine {
                         if let Some(e) = st.statements.get_mut(&p.sql) {

@@ -9,7 +9,7 @@ use bytes::{Buf, BytesMut};
 use fallible_iterator::FallibleIterator;
 use postgres_protocol::message::backend::Message;
 
-use super::expect::Fit;
+use super::expect::{NEXT, WITHIN};
 use super::fields::{affected_rows, parse_error_fields, type_for_oid};
 use super::{Handler, InFlight, Outcome, Part, Pipeline, ProtocolViolation, UnitKind, Verb};
 use crate::row::{Column, Row};
@@ -28,22 +28,40 @@ impl<T> Pipeline<T> {
     ) -> Result<usize, ProtocolViolation> {
         let mut done = 0;
         self.paused = false;
+        // Whole messages read but not cut from `buf` yet: cut once, where a message must be
+        // at the front (a row, kept as it came) and when the drain ends, not one by one.
+        let mut at = 0;
+        let r = self.messages(buf, handler, &mut at, &mut done);
+        buf.advance(at);
+        r.map(|()| done)
+    }
+
+    /// [`Pipeline::drain`]'s loop, from `buf[*at..]`, which it moves on as it reads.
+    fn messages(
+        &mut self,
+        buf: &mut BytesMut,
+        handler: &mut impl Handler<T>,
+        at: &mut usize,
+        done: &mut usize,
+    ) -> Result<(), ProtocolViolation> {
         loop {
-            let Some(total) = crate::proto::frame::frame_len(buf, self.max_message)
+            let Some(total) = crate::proto::frame::frame_len(&buf[*at..], self.max_message)
                 .map_err(|e| ProtocolViolation(e.to_string()))?
             else {
-                return Ok(done);
+                return Ok(());
             };
-            let (tag, len) = (buf[0], total - 1);
-            if buf.len() < total {
+            let m = *at;
+            let (tag, len) = (buf[m], total - 1);
+            if buf.len() - m < total {
+                cut(buf, at);
                 crate::proto::frame::reserve_for(buf, total);
-                return Ok(done);
+                return Ok(());
             }
             if matches!(tag, b'D' | b'T')
                 && matches!(self.fifo.front().map(|u| &u.kind), Some(UnitKind::Simple))
             {
                 // Simple-protocol rows are text-format and unused: skip without parsing.
-                buf.advance(total);
+                *at += total;
                 continue;
             }
             // Most frequent first: rows, then the per-unit bookkeeping messages.
@@ -53,8 +71,9 @@ impl<T> Pipeline<T> {
                     if matches!(head.kind, UnitKind::Stream(_)) && head.error.is_none() {
                         if !handler.has_room(&head.token) {
                             self.paused = true;
-                            return Ok(done);
+                            return Ok(());
                         }
+                        cut(buf, at);
                         let row = stream_row(head, buf, total)?;
                         handler.stream_row(&head.token, row);
                         continue;
@@ -62,6 +81,7 @@ impl<T> Pipeline<T> {
                     let columns = head.columns.clone().ok_or_else(|| {
                         ProtocolViolation("DataRow before a row description".into())
                     })?;
+                    cut(buf, at);
                     let mut body = buf.split_to(total).freeze();
                     body.advance(5);
                     if head.error.is_none() {
@@ -82,8 +102,9 @@ impl<T> Pipeline<T> {
                     }
                     if !handler.has_room(&head.token) {
                         self.paused = true;
-                        return Ok(done);
+                        return Ok(());
                     }
+                    cut(buf, at);
                     let mut body = buf.split_to(total).freeze();
                     body.advance(5);
                     handler.copy_data(&head.token, body);
@@ -101,123 +122,66 @@ impl<T> Pipeline<T> {
                             ))
                         }
                     }
-                    buf.advance(total);
+                    *at += total;
                 }
                 b'c' => {
                     self.answer(tag)?;
-                    buf.advance(total);
+                    *at += total;
                 }
                 b'2' | b'1' | b'3' | b'n' => {
                     let head = self.answer(tag)?;
                     if tag == b'n' && matches!(head.kind, UnitKind::Prepare | UnitKind::Typed) {
                         head.columns = Some(no_columns());
                     }
-                    buf.advance(total);
+                    *at += total;
                 }
                 b'C' => {
-                    let head = self.answer(tag)?;
-                    let tag = &buf[5..total];
+                    let tag = &buf[m + 5..m + total];
+                    let Some(head) = self.fifo.front_mut() else {
+                        return Err(no_unit(b'C'));
+                    };
+                    head.script.complete(tag, &mut self.spill)?;
                     head.verb = Verb::from_tag(tag);
                     if head.plain() {
                         head.affected = affected_rows(tag);
                     } else {
                         statement_done(head, affected_rows(tag), handler);
                     }
-                    buf.advance(total);
+                    *at += total;
                     if !head.synced {
-                        done += self.complete_joined(handler);
+                        *done += self.complete_joined(handler);
                     }
                 }
                 b'I' => {
                     let head = self.answer(tag)?;
-                    buf.advance(total);
+                    *at += total;
                     if !head.plain() {
                         statement_done(head, 0, handler);
                     }
                     if !head.synced {
-                        done += self.complete_joined(handler);
+                        *done += self.complete_joined(handler);
                     }
                 }
                 b'Z' => {
                     if len != 5 {
                         return Err(ProtocolViolation("ReadyForQuery of wrong length".into()));
                     }
-                    let status = buf[5];
-                    buf.advance(total);
-                    let mut unit = self.fifo.pop_front().ok_or_else(|| {
-                        ProtocolViolation("ReadyForQuery with no unit in flight".into())
-                    })?;
-                    // Due now, unless an error made the server skip to the Sync.
-                    let fit = match unit.error {
-                        None => unit
-                            .script
-                            .fit(b'Z')
-                            .map(|_| unit.script.advance(&mut self.spill)),
-                        Some(_) => {
-                            unit.script.skip(&mut self.spill);
-                            Ok(())
-                        }
-                    };
-                    if let Err(e) = fit.and_then(|()| match unit.script.is_done() {
-                        true => Ok(()),
-                        false => Err(ProtocolViolation(
-                            "ReadyForQuery before the unit's other answers".into(),
-                        )),
-                    }) {
-                        self.fifo.push_front(unit);
-                        return Err(e);
-                    }
-                    self.ready_seen += 1;
-                    done += 1;
-                    handler.ready(status);
-                    // A unit that shared its Sync reaches a ReadyForQuery only by failing (its
-                    // script saw to that): the server skipped the rest of its segment.
-                    let broke_segment = !unit.synced;
-                    let (plain, before) = (unit.plain(), unit.before());
-                    let outcome = match (unit.error, unit.kind) {
-                        (Some(failure), kind) => {
-                            let (error, at) = *failure;
-                            Outcome::Failed {
-                                part: part_failed(plain, before, &kind, at),
-                                error: Box::new(error),
-                            }
-                        }
-                        (None, UnitKind::Prepare) => Outcome::Prepared {
-                            params: unit.params,
-                            columns: unit.columns.unwrap_or_else(no_columns),
-                        },
-                        (None, UnitKind::Batch(_)) => Outcome::Batch,
-                        (None, _) => Outcome::Rows {
-                            rows: unit.rows,
-                            affected: unit.affected,
-                            verb: unit.verb,
-                        },
-                    };
-                    handler.unit_done(unit.token, outcome);
-                    if broke_segment {
-                        loop {
-                            let mut skipped = self.fifo.pop_front().ok_or_else(|| {
-                                ProtocolViolation("a segment's units outlived its Sync".into())
-                            })?;
-                            skipped.script.skip(&mut self.spill);
-                            done += 1;
-                            let last = skipped.synced;
-                            handler.unit_skipped(skipped.token, skipped.kind, last);
-                            if last {
-                                break;
-                            }
-                        }
-                    }
+                    let status = buf[m + 5];
+                    *at += total;
+                    *done += self.ready(status, handler)?;
                 }
                 b'E' => {
-                    let err = parse_error_fields(&buf[5..total]);
-                    buf.advance(total);
+                    let err = parse_error_fields(&buf[m + 5..m + total]);
+                    *at += total;
                     if err.is_fatal() {
                         handler.fatal(&err);
                     }
                     match self.fifo.front_mut() {
                         Some(head) => {
                             head.rows = Vec::new();
+                            // The server skips to the Sync: its ReadyForQuery is all that
+                            // may come now.
+                            head.script.fail(&mut self.spill);
                             if head.error.is_none() {
                                 head.error = Some(Box::new((err, head.step)));
                             }
@@ -231,8 +195,8 @@ impl<T> Pipeline<T> {
                     }
                 }
                 b'N' => {
-                    let notice = parse_error_fields(&buf[5..total]);
-                    buf.advance(total);
+                    let notice = parse_error_fields(&buf[m + 5..m + total]);
+                    *at += total;
                     handler.notice(notice);
                 }
                 b's' => {
@@ -240,9 +204,77 @@ impl<T> Pipeline<T> {
                         "PortalSuspended: partial execution is never requested".into(),
                     ))
                 }
-                _ => self.slow_message(buf, handler)?,
+                _ => {
+                    cut(buf, at);
+                    self.slow_message(buf, handler)?;
+                }
             }
         }
+    }
+
+    /// A ReadyForQuery with `status` ends the head unit: its outcome to `handler`, and, if it
+    /// failed sharing a Sync, the units of its segment the server skipped. Returns the units
+    /// completed.
+    #[inline]
+    fn ready(
+        &mut self,
+        status: u8,
+        handler: &mut impl Handler<T>,
+    ) -> Result<usize, ProtocolViolation> {
+        let mut unit = self
+            .fifo
+            .pop_front()
+            .ok_or_else(|| ProtocolViolation("ReadyForQuery with no unit in flight".into()))?;
+        // The answer due is this ReadyForQuery, and it is the unit's last.
+        if unit.script.fit(b'Z') != NEXT {
+            let e = unit.script.violation(b'Z');
+            self.fifo.push_front(unit);
+            return Err(e);
+        }
+        unit.script.advance(&mut self.spill);
+        debug_assert!(unit.script.is_done(), "a Sync ends its unit");
+        self.ready_seen += 1;
+        let mut done = 1;
+        handler.ready(status);
+        // A unit that shared its Sync reaches a ReadyForQuery only by failing (its script saw
+        // to that): the server skipped the rest of its segment.
+        let broke_segment = !unit.synced;
+        let (plain, before) = (unit.plain(), unit.before());
+        let outcome = match (unit.error, unit.kind) {
+            (Some(failure), kind) => {
+                let (error, at) = *failure;
+                Outcome::Failed {
+                    part: part_failed(plain, before, &kind, at),
+                    error: Box::new(error),
+                }
+            }
+            (None, UnitKind::Prepare) => Outcome::Prepared {
+                params: unit.params,
+                columns: unit.columns.unwrap_or_else(no_columns),
+            },
+            (None, UnitKind::Batch(_)) => Outcome::Batch,
+            (None, _) => Outcome::Rows {
+                rows: unit.rows,
+                affected: unit.affected,
+                verb: unit.verb,
+            },
+        };
+        handler.unit_done(unit.token, outcome);
+        if broke_segment {
+            loop {
+                let mut skipped = self.fifo.pop_front().ok_or_else(|| {
+                    ProtocolViolation("a segment's units outlived its Sync".into())
+                })?;
+                skipped.script.skip(&mut self.spill);
+                done += 1;
+                let last = skipped.synced;
+                handler.unit_skipped(skipped.token, skipped.kind, last);
+                if last {
+                    break;
+                }
+            }
+        }
+        Ok(done)
     }
 
     /// The head shares a later unit's Sync and its statement is complete: done, and read-only,
@@ -267,21 +299,17 @@ impl<T> Pipeline<T> {
     }
 
     /// The unit backend message `tag` answers, once the message is checked against what the
-    /// unit sent: the answer due, or part of it (`expect.rs`). After an error the server
-    /// skips to the Sync, so only the ReadyForQuery may follow.
-    #[inline]
+    /// unit sent: the answer due, or part of it (`expect.rs`; after an error only the
+    /// ReadyForQuery is due).
+    #[inline(always)]
     fn answer(&mut self, tag: u8) -> Result<&mut InFlight<T>, ProtocolViolation> {
-        let head = self.fifo.front_mut().ok_or_else(|| {
-            ProtocolViolation(format!("message {:?} with no unit in flight", tag as char))
-        })?;
-        if head.error.is_some() {
-            return Err(ProtocolViolation(format!(
-                "message {:?} after an error, before its ReadyForQuery",
-                tag as char
-            )));
-        }
-        if head.script.fit(tag)? == Fit::Next {
-            head.script.advance(&mut self.spill);
+        let Some(head) = self.fifo.front_mut() else {
+            return Err(no_unit(tag));
+        };
+        match head.script.fit(tag) {
+            NEXT => head.script.advance(&mut self.spill),
+            WITHIN => {}
+            _ => return Err(head.script.violation(tag)),
         }
         Ok(head)
     }
@@ -392,6 +420,19 @@ fn part_failed(plain: bool, before: u16, kind: &UnitKind, error_at: u16) -> Part
         Some(i) if usize::from(i) < own => Part::Own(usize::from(i)),
         Some(_) => Part::After,
     }
+}
+
+/// Cuts the messages read so far from the front of `buf`.
+#[inline]
+fn cut(buf: &mut BytesMut, at: &mut usize) {
+    buf.advance(*at);
+    *at = 0;
+}
+
+#[cold]
+#[inline(never)]
+fn no_unit(tag: u8) -> ProtocolViolation {
+    ProtocolViolation(format!("message {:?} with no unit in flight", tag as char))
 }
 
 fn message_name(m: &Message) -> &'static str {

@@ -14,21 +14,24 @@ pub fn type_for_oid(oid: u32) -> Type {
 }
 
 /// The affected-row count from a CommandComplete tag: its last word when numeric
-/// (`INSERT 0 5`, `UPDATE 3`, `SELECT 10`), else 0.
+/// (`INSERT 0 5`, `UPDATE 3`, `SELECT 10`), else 0. Read from the end: the digits, then the
+/// space before them (or the tag's start).
+#[inline]
 pub(super) fn affected_rows(body: &[u8]) -> u64 {
-    let tag = body.strip_suffix(&[0]).unwrap_or(body);
-    let last = tag.rsplit(|&b| b == b' ').next().unwrap_or(&[]);
-    let mut n: u64 = 0;
-    if last.is_empty() {
+    let tag = match body.split_last() {
+        Some((0, rest)) => rest,
+        _ => body,
+    };
+    let mut start = tag.len();
+    while start > 0 && tag[start - 1].is_ascii_digit() {
+        start -= 1;
+    }
+    if start == tag.len() || (start > 0 && tag[start - 1] != b' ') {
         return 0;
     }
-    for &b in last {
-        if !b.is_ascii_digit() {
-            return 0;
-        }
-        n = n.saturating_mul(10).saturating_add(u64::from(b - b'0'));
-    }
-    n
+    tag[start..].iter().fold(0u64, |n, &d| {
+        n.saturating_mul(10).saturating_add(u64::from(d - b'0'))
+    })
 }
 
 /// Parses ErrorResponse / NoticeResponse fields: `(type byte, C string)*` then a 0 byte.

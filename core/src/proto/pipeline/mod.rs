@@ -23,7 +23,7 @@ mod drain;
 mod expect;
 mod fields;
 
-use expect::Script;
+pub use expect::{Completes, Script};
 
 pub(crate) use fields::{parse_error_fields, type_for_oid};
 
@@ -129,11 +129,36 @@ pub struct Verb {
 }
 
 impl Verb {
+    /// The first word of `tag` (a CommandComplete's), at most 15 bytes.
+    #[inline]
     fn from_tag(tag: &[u8]) -> Verb {
-        let word = tag.split(|&b| b == b' ' || b == 0).next().unwrap_or(&[]);
         let mut v = Verb::default();
-        let n = word.len().min(v.bytes.len());
-        v.bytes[..n].copy_from_slice(&word[..n]);
+        // Nearly every tag has eight bytes and a word shorter than that (`SELECT 1`, `INSERT 0
+        // 1`): its end found in one word, not byte by byte.
+        if let Some(head) = tag.first_chunk::<8>() {
+            const ONES: u64 = 0x0101_0101_0101_0101;
+            const HIGHS: u64 = 0x8080_8080_8080_8080;
+            let x = u64::from_le_bytes(*head);
+            let spaces = x ^ (ONES * u64::from(b' '));
+            // The high bit of each byte that is 0 or a space (exact at the lowest one).
+            let ends = (x.wrapping_sub(ONES) & !x | spaces.wrapping_sub(ONES) & !spaces) & HIGHS;
+            if ends != 0 {
+                let n = ends.trailing_zeros() / 8;
+                let word = x & ((1u64 << (8 * n)) - 1);
+                v.bytes[..8].copy_from_slice(&word.to_le_bytes());
+                v.len = n as u8;
+                return v;
+            }
+        }
+        let mut n = 0;
+        while n < v.bytes.len() && n < tag.len() {
+            let b = tag[n];
+            if b == b' ' || b == 0 {
+                break;
+            }
+            v.bytes[n] = b;
+            n += 1;
+        }
         v.len = n as u8;
         v
     }
@@ -292,6 +317,12 @@ impl<T> Pipeline<T> {
     /// [`Pipeline::push`] for a unit that carries `frame`'s statements around its own.
     pub fn push_framed(&mut self, token: T, kind: UnitKind, frame: Frame, sent: &[u8]) {
         let script = Script::of(sent, &mut self.spill);
+        self.push_scripted(token, kind, frame, script);
+    }
+
+    /// [`Pipeline::push_framed`] for a unit whose script its encoder gave
+    /// ([`Script::execution`]): the hot path's executions, whose bytes are not read again.
+    pub fn push_scripted(&mut self, token: T, kind: UnitKind, frame: Frame, script: Script) {
         let columns = match &kind {
             UnitKind::Execute(c) | UnitKind::Stream(c) => Some(c.clone()),
             UnitKind::Batch(shape) => shape.first().cloned(),
@@ -329,7 +360,7 @@ impl<T> Pipeline<T> {
             return None;
         }
         last.synced = false;
-        last.script.drop_ready(&mut self.spill);
+        last.script.drop_ready();
         Some(&mut last.token)
     }
 

@@ -86,6 +86,9 @@ impl Job {
         if self.cand.no_coalesce {
             c.sync_coalescing = false;
         }
+        if self.cand.pipelined {
+            c.pooler = pgpipe::Pooler::TransactionPipelined;
+        }
         c
     }
 

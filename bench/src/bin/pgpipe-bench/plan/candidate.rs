@@ -25,7 +25,8 @@ pub enum Kind {
 /// One client configuration. Its name is its spec: `pgpipe-smol-4`, `pgpipe-tokio-4-w256`
 /// (max_in_flight 256), `pgpipe-tokio-4-m4` (max_connections 4: no elasticity),
 /// `pgpipe-tokio-4-nofair` (`Config::fair_lanes` off), `pgpipe-tokio-4-nocoalesce`
-/// (`Config::sync_coalescing` off),
+/// (`Config::sync_coalescing` off), `pgpipe-tokio-4-pipelined` (`pooler=transaction-pipelined`:
+/// several Syncs in flight through a transaction pooler, the unsafe opt-in),
 /// `tokio-postgres-2`, `deadpool-16`; `-tls` on any of them connects over TLS with the server
 /// certificate verified (`pgpipe-tokio-4-tls`, `tokio-postgres-4-tls`, `deadpool-16-tls`);
 /// without it a candidate is plaintext (`sslmode=disable`). A `#2` suffix enters the same
@@ -52,6 +53,9 @@ pub struct Candidate {
     pub no_fair: bool,
     /// pgpipe only (`-nocoalesce`): `Config::sync_coalescing` off (on by default).
     pub no_coalesce: bool,
+    /// pgpipe only (`-pipelined`): `Config::pooler` is `TransactionPipelined` (the default,
+    /// `Auto`, keeps one Sync at a time behind a pooler).
+    pub pipelined: bool,
     /// pgpipe only (`-batch`): the transactions workload runs as an atomic batch on the
     /// shared path (`Client::batch`) instead of an interactive `transaction()`.
     pub batch: bool,
@@ -66,7 +70,7 @@ impl Candidate {
     pub fn parse(spec: &str) -> Result<Candidate, String> {
         let bad = || {
             format!(
-                "bad candidate {spec:?}: expected pgpipe-{{smol,tokio,glommio}}-N[-wM][-mK][-nofair][-nocoalesce][-batch][-tls], \
+                "bad candidate {spec:?}: expected pgpipe-{{smol,tokio,glommio}}-N[-wM][-mK][-nofair][-nocoalesce][-pipelined][-batch][-tls], \
                  tokio-postgres-N[-tls], deadpool-N[-tls] or pgbench-N, optionally followed by #K"
             )
         };
@@ -97,7 +101,7 @@ impl Candidate {
             .and_then(|n| n.parse::<usize>().ok())
             .ok_or_else(bad)?;
         let (mut window, mut max_conns, mut tls, mut no_fair) = (None, None, false, false);
-        let (mut no_coalesce, mut batch) = (false, false);
+        let (mut no_coalesce, mut batch, mut pipelined) = (false, false, false);
         for opt in parts {
             if kind == Kind::Pgbench {
                 return Err(bad());
@@ -124,6 +128,13 @@ impl Candidate {
                     return Err(bad());
                 }
                 no_coalesce = true;
+                continue;
+            }
+            if opt == "pipelined" {
+                if pipelined {
+                    return Err(bad());
+                }
+                pipelined = true;
                 continue;
             }
             if opt == "batch" {
@@ -155,13 +166,14 @@ impl Candidate {
             tls,
             no_fair,
             no_coalesce,
+            pipelined,
             batch,
             copy,
         })
     }
 
     /// The option suffixes in their canonical order: `-wM`, `-mK`, `-nofair`, `-nocoalesce`,
-    /// `-tls`, then `#K`.
+    /// `-pipelined`, `-batch`, `-tls`, then `#K`.
     fn suffix(&self) -> String {
         let mut s = String::new();
         if let Some(w) = self.max_in_flight {
@@ -175,6 +187,9 @@ impl Candidate {
         }
         if self.no_coalesce {
             s.push_str("-nocoalesce");
+        }
+        if self.pipelined {
+            s.push_str("-pipelined");
         }
         if self.batch {
             s.push_str("-batch");

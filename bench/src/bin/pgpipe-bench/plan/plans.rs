@@ -111,16 +111,37 @@ pub const COPY_CANDIDATES: [&str; 5] = [
 ];
 
 /// The candidates of the `pgbouncer` scenario (point selects through PgBouncer in transaction
-/// mode, pool of 16): pgpipe on 4 pipelined connections (elastic as by default, and fixed at 4
-/// with `-m4`), tokio-postgres and deadpool with one client connection per server connection
-/// of PgBouncer's pool, deadpool with more clients than the pool (they queue inside
+/// mode, pool of 16): pgpipe on 4 connections (elastic as by default, and fixed at 4 with
+/// `-m4`; one Sync at a time each), pgpipe with the unsafe opt-in of several Syncs in flight
+/// (`-pipelined`), tokio-postgres and deadpool with one client connection per server
+/// connection of PgBouncer's pool, deadpool with more clients than the pool (they queue inside
 /// PgBouncer), and the A/A duplicate.
-pub const PGBOUNCER_CANDIDATES: [&str; 6] = [
+pub const PGBOUNCER_CANDIDATES: [&str; 7] = [
     "pgpipe-tokio-4",
     "pgpipe-tokio-4-m4",
+    "pgpipe-tokio-4-pipelined",
     "tokio-postgres-16",
     "deadpool-16",
     "deadpool-64",
+    "pgpipe-tokio-4#2",
+];
+
+/// The read/write mix through PgBouncer: pgpipe (one Sync at a time: the updates go one per
+/// round trip on each connection), tokio-postgres and deadpool at the pool's size, the A/A
+/// duplicate.
+pub const PGBOUNCER_RW_CANDIDATES: [&str; 4] = [
+    "pgpipe-tokio-4",
+    "tokio-postgres-16",
+    "deadpool-16",
+    "pgpipe-tokio-4#2",
+];
+
+/// Transactions through PgBouncer: pgpipe's interactive transactions and its atomic batch,
+/// deadpool at the pool's size, the A/A duplicate.
+pub const PGBOUNCER_TX_CANDIDATES: [&str; 4] = [
+    "pgpipe-tokio-4",
+    "pgpipe-tokio-4-batch",
+    "deadpool-16",
     "pgpipe-tokio-4#2",
 ];
 
@@ -210,6 +231,12 @@ pub fn default_plan(s: &Settings, quick: bool) -> Vec<Scenario> {
         procs,
         ..sc(Workload::PointId, closed, Delay::Direct, cands(names))
     };
+    // Other workloads through PgBouncer.
+    let bounced = |workload, names: &[&str]| Scenario {
+        tag: Some("pgbouncer"),
+        via: Via::PgBouncer,
+        ..sc(workload, closed, Delay::Direct, cands(names))
+    };
     // TLS side by side: the headline's workload, load and delay, plaintext and TLS interleaved.
     let tls = |names: &[&str]| Scenario {
         tag: Some("tls"),
@@ -245,6 +272,8 @@ pub fn default_plan(s: &Settings, quick: bool) -> Vec<Scenario> {
                 &[1, 4],
             ),
             pooled("pgbouncer", Via::PgBouncer, 1, &PGBOUNCER_QUICK_CANDIDATES),
+            bounced(Workload::ReadWrite, &["pgpipe-tokio-2", "deadpool-8"]),
+            bounced(Workload::Tx, &["pgpipe-tokio-2", "deadpool-8"]),
             pooled(
                 "pgbouncer-procs2",
                 Via::PgBouncer,
@@ -336,6 +365,8 @@ pub fn default_plan(s: &Settings, quick: bool) -> Vec<Scenario> {
     plan.extend(copy_scenarios(s));
     plan.extend([
         pooled("pgbouncer", Via::PgBouncer, 1, &PGBOUNCER_CANDIDATES),
+        bounced(Workload::ReadWrite, &PGBOUNCER_RW_CANDIDATES),
+        bounced(Workload::Tx, &PGBOUNCER_TX_CANDIDATES),
         pooled("procs8", Via::Server, 8, &PROCS_CANDIDATES),
         pooled(
             "pgbouncer-procs8",
@@ -470,6 +501,8 @@ mod tests {
                     ids,
                     [
                         "pgbouncer-point-id-closed-1000-direct",
+                        "pgbouncer-rw-closed-1000-direct",
+                        "pgbouncer-tx-closed-1000-direct",
                         "pgbouncer-procs2-point-id-closed-1000-direct"
                     ]
                 );
@@ -478,16 +511,22 @@ mod tests {
                     ids,
                     [
                         "pgbouncer-point-id-closed-1000-direct",
+                        "pgbouncer-rw-closed-1000-direct",
+                        "pgbouncer-tx-closed-1000-direct",
                         "procs8-point-id-closed-1000-direct",
                         "pgbouncer-procs8-point-id-closed-1000-direct"
                     ]
                 );
                 assert!(picked[0].candidates.iter().any(|c| c.copy == 2));
-                assert_eq!(picked[1].procs, 8);
-                assert_eq!(picked[1].via, Via::Server);
-                assert!(picked[1].selected_by("procs"));
+                assert_eq!(picked[3].procs, 8);
+                assert_eq!(picked[3].via, Via::Server);
+                assert!(picked[3].selected_by("procs"));
             }
-            assert!(picked.iter().all(|s| s.workload == Workload::PointId));
+            // Point selects, the read/write mix and transactions through PgBouncer.
+            let workloads: Vec<Workload> = picked.iter().map(|s| s.workload).collect();
+            for w in [Workload::PointId, Workload::ReadWrite, Workload::Tx] {
+                assert!(workloads.contains(&w), "{w:?}");
+            }
             // Nothing else goes through PgBouncer or runs in several processes.
             assert!(plan
                 .iter()

@@ -59,9 +59,15 @@ fn a_completion_with_another_statements_verb_ends_the_connection() {
     // The shape of a point select's answer, but an INSERT's completion.
     let answer = [msg(b'2', b""), complete("INSERT 0 1"), ready()].concat();
     match r.server_says(2, &answer) {
-        Err(Fault::Protocol(e)) => assert!(e.contains("completed as INSERT"), "{e}"),
+        Err(Fault::Protocol(e)) => assert!(e.contains("\"INSERT 0 1\" names another"), "{e}"),
         other => panic!("{other:?}"),
     }
+    assert!(
+        w.take().is_none(),
+        "in flight until the connection fails it"
+    );
+    r.conn
+        .fail_all(&Reason::from(Fault::Protocol("not its answer".into())));
     let got = w.take().expect("resolved").map(|q| q.affected);
     assert_eq!(got.map_err(|e| e.kind()), Err(ErrorKind::Indeterminate));
 }

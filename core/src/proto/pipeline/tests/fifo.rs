@@ -235,6 +235,35 @@ fn affected_rows_from_tags() {
     assert_eq!(affected_rows(b"UPDATE 12\0"), 12);
     assert_eq!(affected_rows(b"CREATE TABLE\0"), 0);
     assert_eq!(affected_rows(b"\0"), 0);
+    assert_eq!(affected_rows(b"42\0"), 42);
+    assert_eq!(affected_rows(b"FETCH 1x\0"), 0);
+    assert_eq!(affected_rows(b"MOVE x1\0"), 0);
+    assert_eq!(affected_rows(b"SELECT 99999999999999999999999\0"), u64::MAX);
+    assert_eq!(affected_rows(b"SELECT 7"), 7, "without its NUL");
+    assert_eq!(Verb::from_tag(b"INSERT 0 5\0").as_str(), "INSERT");
+    assert_eq!(Verb::from_tag(b"BEGIN\0").as_str(), "BEGIN");
+    assert_eq!(Verb::from_tag(b"\0").as_str(), "");
+    assert_eq!(
+        Verb::from_tag(b"ABCDEFGHIJKLMNOPQRS").as_str(),
+        "ABCDEFGHIJKLMNO"
+    );
+    // Every length around the eight bytes read at once, ended by a space or a NUL.
+    for word in [
+        "",
+        "A",
+        "MERGE",
+        "COMMIT",
+        "ROLLBACK",
+        "DEALLOCATE",
+        "REFRESH",
+    ] {
+        for end in [" 1\0", "\0", " ", ""] {
+            let tag = format!("{word}{end}");
+            assert_eq!(Verb::from_tag(tag.as_bytes()).as_str(), word, "{tag:?}");
+            assert!(Verb::from_tag(tag.as_bytes()) == Verb::from_tag(word.as_bytes()));
+        }
+    }
+    assert_eq!(Verb::from_tag("ÉTÉ 1\0".as_bytes()).as_str(), "ÉTÉ");
 }
 
 /// A consumer with room for `room` rows at a time.
