@@ -63,7 +63,9 @@ impl<R: Runtime> Client<R> {
     /// `max_queue_work` of estimated server work with units still waiting), server work, not
     /// round trips, is what limits it: an overflow connection with less work is used, and one
     /// more is opened if the limit allows. Cheap units hit `max_in_flight` first and never
-    /// trigger this: pipelining already serves them.
+    /// trigger this: pipelining already serves them. Behind a transaction pooler, where a
+    /// connection has one Sync outstanding at a time, units waiting behind it do (they are
+    /// sync-bound): client connections to a pooler are cheap, its own pool is the capacity.
     pub(super) async fn route(&self, deadline: Option<Instant>) -> Result<&Arc<ConnShared>, Error> {
         let inner = &*self.inner;
         let base = inner.base();
@@ -71,7 +73,11 @@ impl<R: Runtime> Client<R> {
         let Some(best) = least_loaded(base, start) else {
             return self.wait_for_live(deadline).await;
         };
-        if !inner.elastic() || !best.is_work_bound() {
+        // Behind a transaction pooler a connection has one Sync outstanding at a time: units
+        // queued behind it are what another client connection to the pooler would carry.
+        if inner.on_demand().is_empty()
+            || !(best.is_sync_bound() || (inner.elastic() && best.is_work_bound()))
+        {
             return Ok(best);
         }
         Ok(self.overflow(best, deadline).await)
@@ -100,7 +106,8 @@ impl<R: Runtime> Client<R> {
                 opening = true;
             }
         }
-        if !opening && best.is_work_bound() && self.spare_cpu() == Some(true) {
+        let bound = best.is_work_bound() || best.is_sync_bound();
+        if !opening && bound && self.spare_cpu() == Some(true) {
             if let Some(c) = self.open_and_wait(Role::Overflow, deadline).await {
                 crate::sched::lock(&inner.spare).opened();
                 return c;

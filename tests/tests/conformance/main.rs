@@ -554,6 +554,7 @@ suite! {
         pooler::sessions_keep_their_state_through_session_mode: 120,
         pooler::the_health_check_stands_down_behind_a_pooler: 60,
         pooler::no_lanes_or_overflow_open_behind_a_pooler: 60,
+        pooler::units_behind_the_one_sync_open_more_clients_of_a_transaction_pooler: 60,
         pooler::a_cancel_storm_through_pgbouncer_fails_only_the_cancelled: 120,
         pooler::a_pgbouncer_restart_resolves_every_unit_and_service_resumes: 120,
         pooler::startup_settings_pgbouncer_does_not_track_are_refused_with_its_reason: 60,

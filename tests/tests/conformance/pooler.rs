@@ -379,10 +379,67 @@ pub async fn no_lanes_or_overflow_open_behind_a_pooler<H: Harness>() {
         "no lane opened directly: {s:?}"
     );
     // Through PgBouncer, in session mode, where statements keep their names: the connection's
-    // probe alone tells the client that a pooler is in between, and nothing opens beside it.
+    // probe alone tells the client that a pooler is in between, and no lane opens beside it.
+    // The probe cannot tell the pool mode, so the connection keeps one Sync at a time, and
+    // units queued behind a slow one may go to an overflow connection (another client of the
+    // pooler) instead.
     let s = slow_among_fast::<H>(through::<H>(PoolMode::Session, elastic).await).await;
+    assert_eq!(s.total.lane_units, 0, "{s:?}");
+    // Declared a session pooler, the connection pipelines as to the server, and nothing
+    // opens beside it at all.
+    let session = |c: &mut Config| {
+        elastic(c);
+        c.pooler = pgpipe::Pooler::Session;
+    };
+    let s = slow_among_fast::<H>(through::<H>(PoolMode::Session, session).await).await;
     assert_eq!(s.total.opened_on_demand, 0, "{s:?}");
     assert_eq!(s.total.lane_units, 0, "{s:?}");
+}
+
+pub async fn units_behind_the_one_sync_open_more_clients_of_a_transaction_pooler<H: Harness>() {
+    if !pgbouncer::available_or_skip(
+        "units_behind_the_one_sync_open_more_clients_of_a_transaction_pooler",
+    ) {
+        return;
+    }
+    // One pipelined connection with one Sync at a time, and writes that cannot share it: units
+    // wait behind it, and overflow connections to the pooler carry them (within
+    // max_connections, minus what exclusive connections keep).
+    let db = through::<H>(PoolMode::Transaction, |c| {
+        c.named_statements = false;
+        c.pipeline_size = 1;
+        c.max_connections = 6;
+        c.pinned_size = 1;
+        // Not this test's subject (tests/spare_cpu.rs): open as soon as units wait.
+        c.spare_cpu_pct = 0;
+    })
+    .await;
+    let table = format!("pooler_sync_bound_{}", H::name());
+    psql(&format!(
+        "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id int PRIMARY KEY, n int NOT NULL);
+         INSERT INTO {table} SELECT g, 0 FROM generate_series(1, 100) g"
+    ));
+    let sql = format!("UPDATE {table} SET n = n + 1 WHERE id = $1");
+    let mut tasks = Vec::new();
+    for t in 0..200i32 {
+        let (db, sql) = (db.clone(), sql.clone());
+        tasks.push(H::spawn(async move {
+            for q in 0..10i32 {
+                let id = (t * 10 + q) % 100 + 1;
+                assert_eq!(or_logs(db.execute(&sql, &[&id]).await), 1);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await;
+    }
+    let s = db.stats();
+    db.close_within(STALL).await;
+    assert!(s.total.opened_on_demand > 0, "{s:?}");
+    assert_eq!(s.total.lane_units, 0, "{s:?}");
+    // Every update counted once.
+    let sum = psql(&format!("SELECT sum(n) FROM {table}"));
+    assert_eq!(sum.trim(), "2000");
 }
 
 pub async fn the_health_check_stands_down_behind_a_pooler<H: Harness>() {

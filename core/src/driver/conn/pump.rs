@@ -213,6 +213,10 @@ impl Conn {
         if shared.work_bound.load(Relaxed) != work_bound {
             shared.work_bound.store(work_bound, Relaxed);
         }
+        let sync_bound = one_sync && !self.pipeline.is_empty() && !st.queue.is_empty();
+        if shared.sync_bound.load(Relaxed) != sync_bound {
+            shared.sync_bound.store(sync_bound, Relaxed);
+        }
         if data > 0 {
             c.queued.fetch_sub(data as u64, Relaxed);
             shared.grant_room(st, &mut self.wakes);

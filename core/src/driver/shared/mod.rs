@@ -271,6 +271,10 @@ pub(crate) struct ConnShared {
     /// The task's last pump stopped at the in-flight work limit with units still queued: the
     /// backend has a full share of server work and more is waiting (the overflow signal).
     pub(crate) work_bound: AtomicBool,
+    /// The task's last pump left units queued behind the one Sync this connection may have
+    /// outstanding (behind a transaction pooler: `driver/conn/path.rs`): another client
+    /// connection to the pooler would carry them now (the overflow signal there).
+    pub(crate) sync_bound: AtomicBool,
     /// A session/transaction connection (set at creation).
     exclusive: bool,
     /// Makes this connection's statement names its own (see `start_prepare`).
@@ -324,6 +328,7 @@ impl ConnShared {
             mailbox_size,
             role: AtomicU8::new(Role::Base as u8),
             work_bound: AtomicBool::new(false),
+            sync_bound: AtomicBool::new(false),
             exclusive,
             // 48 bits: names stay short, and connections of different clients behind one
             // pooler practically never meet the same one.
@@ -376,6 +381,11 @@ impl ConnShared {
     /// Whether server work, not round trips, limits this connection (see `work_bound`).
     pub(crate) fn is_work_bound(&self) -> bool {
         self.work_bound.load(Relaxed)
+    }
+
+    /// Whether units wait behind this connection's one outstanding Sync (see `sync_bound`).
+    pub(crate) fn is_sync_bound(&self) -> bool {
+        self.sync_bound.load(Relaxed)
     }
 
     /// What this connection is for.

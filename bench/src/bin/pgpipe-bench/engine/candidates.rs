@@ -330,9 +330,28 @@ impl Db for DeadpoolDb {
     async fn op(&self, op: Op) -> Result<(), String> {
         let mut c = self.0.get().await.map_err(err)?;
         if let Op::Tx(aid) = op {
-            // BEGIN, the two statements (from the connection's statement cache), COMMIT: each
-            // waits for its answer, as with any classic pool.
+            // BEGIN, the two statements (from the connection's statement cache; behind a
+            // transaction-mode pooler, whose next transaction may run on another backend,
+            // through `query_typed`), COMMIT: each waits for its answer, as with any classic
+            // pool.
+            use tokio_postgres::types::Type;
             let tx = c.transaction().await.map_err(err)?;
+            if self.1 {
+                let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 2] =
+                    [(&1i32, Type::INT4), (&aid, Type::INT4)];
+                let stream = tx.query_typed_raw(UPDATE_SQL, params).await.map_err(err)?;
+                let mut stream = std::pin::pin!(stream);
+                while let Some(r) = futures_lite::StreamExt::next(&mut stream).await {
+                    r.map_err(err)?;
+                }
+                check_updated(stream.rows_affected().unwrap_or(0))?;
+                let rows = tx
+                    .query_typed(POINT_SQL, &[(&aid, Type::INT4)])
+                    .await
+                    .map_err(err)?;
+                check_rows(rows.len())?;
+                return tx.commit().await.map_err(err);
+            }
             let update = tx.prepare_cached(UPDATE_SQL).await.map_err(err)?;
             check_updated(tx.execute(&update, &[&1i32, &aid]).await.map_err(err)?)?;
             let point = tx.prepare_cached(POINT_SQL).await.map_err(err)?;

@@ -168,7 +168,9 @@ impl ScenarioResult {
         if s.workload == Workload::Hol {
             s.hol_goals = hol_goals(&s);
         }
-        if s.is_pooled() {
+        // The pooler goals are about point selects; the read/write mix and transactions
+        // through PgBouncer are measured beside them (transactions with their own goals).
+        if s.is_pooled() && s.workload == Workload::PointId {
             s.pooler_goals = pooler_goals(&s);
         }
         if s.candidates.iter().any(|c| c.candidate.tls) {

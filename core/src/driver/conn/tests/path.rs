@@ -121,6 +121,29 @@ fn behind_a_pooler_one_sync_at_a_time_and_the_health_check_stands_down() {
 }
 
 #[test]
+fn units_behind_the_one_sync_mark_the_connection_sync_bound() {
+    let mut r = Rig::behind_a_pooler("");
+    let (a, b) = (r.simple(), r.simple());
+    r.pump(1);
+    r.write_all();
+    assert!(
+        r.shared.is_sync_bound(),
+        "one waits behind the other's Sync"
+    );
+    r.server_says(2, &simple_answer()).expect("an answer");
+    r.pump(2);
+    r.write_all();
+    assert!(!r.shared.is_sync_bound(), "nothing waits");
+    r.server_says(3, &simple_answer()).expect("an answer");
+    assert_eq!((done(&a), done(&b)), (Some(true), Some(true)));
+    // Straight to the server nothing waits behind a Sync.
+    let mut d = super::rig("", false);
+    let _w: Vec<_> = (0..3).map(|_| d.simple()).collect();
+    d.pump(1);
+    assert!(!d.shared.is_sync_bound());
+}
+
+#[test]
 fn an_exclusive_connection_does_not_probe_and_takes_what_the_client_knows() {
     let mut r = unproven("", true);
     assert!(
