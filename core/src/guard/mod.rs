@@ -1,15 +1,16 @@
 //! The session-neutrality guard: only statements that leave no session state behind may share a
 //! connection with other callers.
 //!
-//! The guard is a conservative lexical filter, not a parser and not a security boundary. It keeps
-//! one caller's session state (settings, temp tables, advisory locks, sequence state, large-object
-//! descriptors, dblink connections) from leaking into a stranger's statements; anything it refuses
-//! belongs in `session()` or `transaction()`.
+//! The guard is a conservative filter, not a security boundary. It keeps one caller's session
+//! state (settings, temp tables, advisory locks, sequence state, large-object descriptors,
+//! dblink connections) from leaking into a stranger's statements; anything it refuses belongs in
+//! `session()` or `transaction()`.
 //!
-//! A check works on a *masked* copy of the SQL: literals, comments, dollar quotes and quoted
-//! identifiers become spaces (same byte length, newlines kept), so text inside them can neither
-//! trigger nor hide a rule. The rules then run on the masked text. `docs/GUARD.md` lists each rule
-//! and why it exists.
+//! A check cuts the text into tokens the way the server's lexer does (`lexer`), reads the
+//! statement's structure where the rules need it (`reader`: which `name (` is a call, where an
+//! INTO or an UPDATE's target stands) and applies the rules in a fixed order (`rules`). What the
+//! reader does not follow gets no exception, so an unknown construct costs a false refusal,
+//! never a bypass. `docs/GUARD.md` lists each rule and why it exists.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -61,6 +62,9 @@ pub enum Reason {
     /// leave no session state (the client reads them from the catalog, `docs/GUARD.md`); the
     /// lower-case name.
     ExtensionFunction(String),
+    /// Queries nested deeper than the guard reads (200 levels of subqueries or parenthesised
+    /// FROM lists): what it has not read it cannot prove neutral.
+    TooDeep,
 }
 
 impl fmt::Display for Reason {
@@ -92,6 +96,7 @@ impl fmt::Display for Reason {
                 "call of `{name}`, a volatile function of an installed extension that may keep \
                  session state"
             ),
+            Reason::TooDeep => f.write_str("queries nested deeper than the guard reads"),
         }
     }
 }
@@ -215,9 +220,11 @@ impl Guard {
 
 mod cache;
 mod lex;
+mod lexer;
 mod mask;
 mod names;
 mod read_only;
+mod reader;
 mod refusal;
 mod rules;
 mod shape;

@@ -1,6 +1,7 @@
 //! The names the rules look for: the refused functions, and PostgreSQL's reserved keywords
 //! (the INTO TEMP rule needs to know which words cannot name a table).
 
+use super::lexer::Name;
 use super::{Mode, Reason};
 
 /// Why a function is refused on the shared path.
@@ -134,22 +135,18 @@ const FIRST_INDEX: [u8; 129] = {
     index
 };
 
-/// The refusal for calling `word` (an identifier run from the masked text) in `mode`, if any.
-pub(super) fn refused_function(word: &[u8], mode: Mode) -> Option<Reason> {
-    let first = word.first()?.to_ascii_lowercase();
+/// The refusal for calling `name` (as the server keeps it: folded if it was unquoted, exact if
+/// quoted) in `mode`, if any. A name with an upper-case letter was quoted and is another
+/// function (`"SET_CONFIG"(` does not call `set_config`).
+pub(super) fn refused_function(name: &[u8], mode: Mode) -> Option<Reason> {
+    let first = *name.first()?;
     let lengths = LENGTHS_BY_FIRST.get(first as usize).copied().unwrap_or(0);
-    if word.len() > LONGEST || lengths & (1 << word.len()) == 0 {
+    if name.len() > LONGEST || lengths & (1 << name.len()) == 0 {
         return None;
     }
-    let mut buf = [0u8; LONGEST];
-    let lower = &mut buf[..word.len()];
-    lower.copy_from_slice(word);
-    lower.make_ascii_lowercase();
     let c = first as usize;
     let same_first = &FUNCTIONS[FIRST_INDEX[c] as usize..FIRST_INDEX[c + 1] as usize];
-    let (name, kind) = *same_first
-        .iter()
-        .find(|(name, _)| name.len() == lower.len() && name.as_bytes() == lower)?;
+    let (name, kind) = *same_first.iter().find(|(f, _)| f.as_bytes() == name)?;
     match (kind, mode) {
         (Session, _) | (Strict, Mode::Strict) => Some(Reason::ForbiddenCall(name)),
         (SqlText, _) => Some(Reason::SqlTextCall(name)),
@@ -290,16 +287,14 @@ impl ExtensionNames {
         }
     }
 
-    /// The refusal for calling `word`, if it is one of these.
-    pub(super) fn refuses(&self, word: &[u8]) -> Option<Reason> {
-        if self.names.is_empty() || word.len() > 63 {
+    /// The refusal for calling `name` (qualified by `schema`, if it was), if it is one of
+    /// these.
+    pub(super) fn refuses(&self, _schema: Option<&Name>, name: &Name) -> Option<Reason> {
+        if self.names.is_empty() {
             return None;
         }
-        let mut buf = [0u8; 63];
-        let lower = &mut buf[..word.len()];
-        lower.copy_from_slice(word);
-        lower.make_ascii_lowercase();
-        let at = self.names.binary_search_by(|n| (**n).cmp(lower)).ok()?;
+        let name = name.as_bytes();
+        let at = self.names.binary_search_by(|n| (**n).cmp(name)).ok()?;
         Some(Reason::ExtensionFunction(
             String::from_utf8_lossy(&self.names[at]).into_owned(),
         ))
@@ -521,14 +516,16 @@ mod tests {
     }
 
     #[test]
-    fn lookup_ignores_case_and_respects_mode() {
+    fn lookup_is_exact_and_respects_mode() {
+        // Names arrive folded; one with capitals was quoted and names another function.
         assert_eq!(
-            refused_function(b"Set_Config", Mode::Default),
+            refused_function(b"set_config", Mode::Default),
             Some(Reason::ForbiddenCall("set_config"))
         );
+        assert_eq!(refused_function(b"Set_Config", Mode::Default), None);
         assert_eq!(refused_function(b"nextval", Mode::Default), None);
         assert_eq!(
-            refused_function(b"NEXTVAL", Mode::Strict),
+            refused_function(b"nextval", Mode::Strict),
             Some(Reason::ForbiddenCall("nextval"))
         );
         assert_eq!(

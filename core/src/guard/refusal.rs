@@ -121,7 +121,8 @@ impl Reason {
             | Reason::SqlTextCall(_)
             | Reason::ExtensionFunction(_)
             | Reason::UnicodeEscapedIdentifier
-            | Reason::Uescape => RefusalKind::NotProvablyNeutral,
+            | Reason::Uescape
+            | Reason::TooDeep => RefusalKind::NotProvablyNeutral,
         }
     }
 

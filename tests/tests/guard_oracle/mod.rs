@@ -1,7 +1,16 @@
-//! The rule oracle: the guard's rules written a second time, independently of `pgpipe::guard`,
-//! as a reader of the docs would: the reference masker (char by char) classifies every char,
-//! a tokenizer turns the code into words and punctuation, and each rule is a pattern over
-//! tokens. The tests compare the guard with it on generated and mutated statements.
+//! The rule oracle, written independently of `pgpipe::guard`: the reference masker (char by
+//! char) classifies every char, a tokenizer turns the code into words and punctuation, and two
+//! one-sided judgements are made from tokens alone, without the grammar:
+//! - what must be refused: a refused name followed by `(` where no exception of the grammar can
+//!   apply (the token before it is none of `AS`, `WITH`, `RECURSIVE`, `,`, `INTO`, `.`, `::`,
+//!   a name or `)`), `(expr).name`, an UPDATE of `pg_settings`, a second statement, escapes in
+//!   a `U&` name, UESCAPE, a first word that is no shared-path statement;
+//! - what must be admitted: a statement holding none of the refused names, nor INTO,
+//!   `pg_settings`, `pg_temp`, `U&`, a second statement or deep nesting.
+//!
+//! Between the two lies what only the grammar decides (is this `name (` a CTE's head, an
+//! alias's column list, a type's modifiers?); the server oracle in `guard_server.rs` judges
+//! those on a real server.
 
 #![allow(dead_code)] // each test binary uses a different part
 
@@ -222,21 +231,81 @@ pub fn tokenize(sql: &str) -> (Vec<Tok>, mask::RefSeen) {
     (toks.into_iter().map(|t| t.0).collect(), seen)
 }
 
-/// The oracle's verdict on `sql`.
-pub fn oracle_verdict(sql: &str, mode: Mode) -> Option<Reason> {
+/// What the oracle says of a statement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expect {
+    /// Refused for this very reason (the rules' order decides between several).
+    Refuse(Reason),
+    /// Refused, for whichever reason comes first.
+    RefuseAny(String),
+    /// Admitted.
+    Admit,
+    /// Only the grammar decides.
+    Either,
+}
+
+impl Expect {
+    /// Whether the guard's verdict `got` fits.
+    pub fn fits(&self, got: &Option<Reason>) -> bool {
+        match self {
+            Expect::Refuse(r) => got.as_ref() == Some(r),
+            Expect::RefuseAny(_) => got.is_some(),
+            Expect::Admit => got.is_none(),
+            Expect::Either => true,
+        }
+    }
+
+    /// A short label, for counts.
+    pub fn label(&self) -> String {
+        match self {
+            Expect::Refuse(r) => format!("{r:?}")
+                .split('(')
+                .next()
+                .unwrap_or_default()
+                .to_owned(),
+            Expect::RefuseAny(why) => why.clone(),
+            Expect::Admit => "admit".to_owned(),
+            Expect::Either => "grammar".to_owned(),
+        }
+    }
+}
+
+/// The name a word token stands for: folded if unquoted, exact if quoted.
+fn name_of(t: &Tok) -> Option<String> {
+    match t {
+        Tok::Word {
+            text,
+            quoted: false,
+        } => Some(text.to_ascii_lowercase()),
+        Tok::Word { text, quoted: true } => Some(text.clone()),
+        _ => None,
+    }
+}
+
+/// The oracle's judgement of `sql`.
+pub fn expectation(sql: &str, mode: Mode) -> Expect {
     let (spans, seen) = tokenize_spans(sql);
     let all: Vec<Tok> = spans.iter().map(|t| t.0.clone()).collect();
-    // `vis`: the tokens every rule sees (masked constructs read as whitespace); `at[i]` is
-    // where `vis[i]` is in `all`.
-    let at: Vec<usize> = (0..all.len()).filter(|&i| !all[i].hidden()).collect();
-    let vis: Vec<Tok> = at.iter().map(|&i| all[i].clone()).collect();
-    let cs: Vec<char> = sql.chars().collect();
+    let vis: Vec<Tok> = all.iter().filter(|t| !t.hidden()).cloned().collect();
 
-    // Leading keyword, after any opening parentheses.
-    let first = vis.iter().find(|t| **t != Tok::Punct('('));
-    let Some(first) = first.filter(|t| t.starts_word()) else {
-        return Some(Reason::Empty);
+    // Leading keyword, after any opening parentheses; a quoted name, a literal or a word that
+    // prefixes one (`E'`, `U&'`) is no keyword.
+    let Some(f) = spans.iter().position(|t| t.0 != Tok::Punct('(')) else {
+        return Expect::Refuse(Reason::Empty);
     };
+    let chars: Vec<char> = sql.chars().collect();
+    // Token `k`, when it starts right where the one before ends.
+    let glued = |k: usize| spans.get(k).filter(|t| t.1 == spans[k - 1].2);
+    let quote = |t: &(Tok, usize, usize)| t.0.hidden() && matches!(chars[t.1], '\'' | '"');
+    let prefix = match (spans[f].0.word().as_deref(), glued(f + 1), glued(f + 2)) {
+        (Some("e" | "b" | "x" | "n"), Some(t), _) => quote(t) && chars[t.1] == '\'',
+        (Some("u"), Some(amp), Some(t)) => amp.0 == Tok::Punct('&') && quote(t),
+        _ => false,
+    };
+    let first = &spans[f].0;
+    if !first.starts_word() || first.quoted() || prefix {
+        return Expect::Refuse(Reason::Empty);
+    }
     let lead = first.word().unwrap_or_default();
     if ![
         "select", "insert", "update", "delete", "merge", "values", "with", "table",
@@ -247,359 +316,151 @@ pub fn oracle_verdict(sql: &str, mode: Mode) -> Option<Reason> {
         while !lead.is_char_boundary(cut) {
             cut -= 1;
         }
-        return Some(Reason::LeadingKeyword(lead[..cut].to_owned()));
+        return Expect::Refuse(Reason::LeadingKeyword(lead[..cut].to_owned()));
     }
 
-    // One statement; the rules look before the first `;`.
-    let semi = vis.iter().position(|t| *t == Tok::Punct(';'));
-    if let Some(s) = semi {
-        if s + 1 < vis.len() {
-            return Some(Reason::MultipleStatements);
+    // A visible `$` that neither continues a word (`a$b`) nor opens a parameter (`$1`): the
+    // reference masker (like `mask`) reads it as part of a word, where the server's lexer
+    // starts a dollar quote (`1$$;$$`) or a token of its own (`$E';'`). The server rejects
+    // such a text either way; only a reader as faithful as the server's judges it.
+    let code = &chars;
+    let (_, _, cls) = reference_mask_classes(sql);
+    let word_dollar = |i: usize| {
+        let mut s = i;
+        while s > 0 && cls[s - 1] == Cls::Code && ref_ident(code[s - 1]) {
+            s -= 1;
         }
-    }
-    let vis = &vis[..semi.unwrap_or(vis.len())];
-    let all_semi = all.iter().position(|t| *t == Tok::Punct(';'));
-    let all = &all[..all_semi.unwrap_or(all.len())];
-    let view = View {
-        vis,
-        at: &at[..vis.len()],
-        all,
+        if s < i {
+            ref_word_start(code[s])
+        } else {
+            code.get(i + 1).is_some_and(|c| c.is_ascii_digit())
+        }
     };
-
-    if seen.u_ident_escaped {
-        return Some(Reason::UnicodeEscapedIdentifier);
-    }
-    if seen.u_amp && vis.iter().any(|t| t.is("uescape")) {
-        return Some(Reason::Uescape);
-    }
-
-    // Calls: `name (` unless it heads a CTE, and `. name`; the first in the text wins.
-    for k in 0..vis.len() {
-        let found = match &vis[k] {
-            Tok::Punct('(') if k > 0 => vis[k - 1]
-                .word()
-                .and_then(|w| refusal_for(&w, mode))
-                .filter(|_| !alias_head(&view, k - 1) && !cte_head(&view, k - 1)),
-            // A number's dot (`1. lastval`: the number 1, then an alias) is no call.
-            Tok::Punct('.') if k > 0 && ends_number(&spans, &cs, at[k - 1], at[k]) => None,
-            Tok::Punct('.') => vis
-                .get(k + 1)
-                .and_then(Tok::word)
-                .and_then(|w| refusal_for(&w, mode)),
-            _ => None,
-        };
-        if found.is_some() {
-            return found;
-        }
+    // And a word glued to a dollar quote's end (`$$$$E';'`): the server starts a token there.
+    let after_dollar_quote =
+        |i: usize| i > 0 && cls[i - 1] == Cls::Hidden && code[i - 1] == '$' && ref_ident(code[i]);
+    if (0..code.len()).any(|i| {
+        cls[i] == Cls::Code && ((code[i] == '$' && !word_dollar(i)) || after_dollar_quote(i))
+    }) {
+        return Expect::Either;
     }
 
-    for (k, tok) in all.iter().enumerate() {
-        if tok.is("into") {
-            if let Some(r) = into_rule(&view, k) {
-                return Some(r);
-            }
-        }
-    }
-
-    for k in 0..vis.len() {
-        if vis[k].is("pg_settings") && pg_settings_target(vis, k) {
-            return Some(Reason::UpdatePgSettings);
-        }
-    }
-    None
-}
-
-/// The tokens before the first `;`: the visible ones, where each is among all of them, and all.
-struct View<'a> {
-    vis: &'a [Tok],
-    at: &'a [usize],
-    all: &'a [Tok],
-}
-
-/// Whether the word token `w` (a digit run) ends right at the `.` token `dot` and follows
-/// neither an identifier char nor a dot: a number's trailing dot.
-fn ends_number(spans: &[(Tok, usize, usize)], cs: &[char], w: usize, dot: usize) -> bool {
-    let (
-        Tok::Word {
-            text,
-            quoted: false,
-        },
-        s,
-        e,
-    ) = &spans[w]
-    else {
-        return false;
-    };
-    text.chars().all(|c| c.is_ascii_digit())
-        && *e == spans[dot].1
-        && (*s == 0 || !(ref_ident(cs[s - 1]) || cs[s - 1] == '.'))
-}
-
-/// Between `all[from..to]`: names (plain words, or quoted identifiers masked whole) separated by
-/// commas, and nothing else.
-fn column_list(all: &[Tok], from: usize, to: usize) -> bool {
-    let inner = &all[from..to];
-    !inner.is_empty()
-        && inner.len() % 2 == 1
-        && inner.iter().enumerate().all(|(j, tok)| match j % 2 {
-            0 => tok.starts_word() || *tok == Tok::HiddenName,
-            _ => *tok == Tok::Punct(','),
-        })
-}
-
-/// `AS name (cols)` or `) name (cols)`: a table alias with its column list, `name` at `n`.
-fn alias_head(v: &View, n: usize) -> bool {
-    let t = v.vis;
-    let after = n > 0 && (t[n - 1] == Tok::Punct(')') || (t[n - 1].is("as") && !t[n - 1].quoted()));
-    after
-        && matching(t, n + 1).is_some_and(|close| column_list(v.all, v.at[n + 1] + 1, v.at[close]))
-}
-
-/// The index of the token matching the parenthesis at `k` (forwards for `(`, backwards for `)`).
-fn matching(t: &[Tok], k: usize) -> Option<usize> {
-    let (open, close, forward) = match t[k] {
-        Tok::Punct('(') => ('(', ')', true),
-        Tok::Punct(')') => (')', '(', false),
-        _ => return None,
-    };
-    let mut depth = 0i32;
-    let mut i = k as isize;
-    while i >= 0 && (i as usize) < t.len() {
-        if t[i as usize] == Tok::Punct(open) {
-            depth += 1;
-        } else if t[i as usize] == Tok::Punct(close) {
-            depth -= 1;
-            if depth == 0 {
-                return Some(i as usize);
-            }
-        }
-        i += if forward { 1 } else { -1 };
-    }
-    None
-}
-
-/// `WITH [RECURSIVE] name (a, b) AS [[NOT] MATERIALIZED] (`, or `, name (...) AS (` after a
-/// complete earlier CTE of the list; `name` at `n`, its `(` at `n + 1`.
-fn cte_head(v: &View, n: usize) -> bool {
-    let t = v.vis;
-    let Some(close) = matching(t, n + 1) else {
-        return false;
-    };
-    // The column list: name (, name)*
-    if !column_list(v.all, v.at[n + 1] + 1, v.at[close]) {
-        return false;
-    }
-    // AS [NOT MATERIALIZED | MATERIALIZED] (
-    let mut j = close + 1;
-    if !t.get(j).is_some_and(|x| x.is("as")) {
-        return false;
-    }
-    j += 1;
-    if t.get(j).is_some_and(|x| x.is("not")) {
-        if !t.get(j + 1).is_some_and(|x| x.is("materialized")) {
-            return false;
-        }
-        j += 2;
-    } else if t.get(j).is_some_and(|x| x.is("materialized")) {
-        j += 1;
-    }
-    if t.get(j) != Some(&Tok::Punct('(')) || !statement_at(t, j + 1) {
-        return false;
-    }
-    // Back to WITH through the earlier entries of the list.
-    let mut at = n;
-    loop {
-        if at == 0 {
-            return false;
-        }
-        let prev = &t[at - 1];
-        if *prev == Tok::Punct(',') {
-            // name [(cols)] AS [[NOT] MATERIALIZED] ( body ) ,
-            if at < 2 || t[at - 2] != Tok::Punct(')') {
-                return false;
-            }
-            let Some(open) = matching(t, at - 2) else {
-                return false;
-            };
-            if !statement_at(t, open + 1) {
-                return false;
-            }
-            let mut w = match open.checked_sub(1) {
-                Some(w) if t[w].word().is_some() => w,
-                _ => return false,
-            };
-            if t[w].is("materialized") {
-                w = match w.checked_sub(1) {
-                    Some(x) if t[x].word().is_some() => x,
-                    _ => return false,
-                };
-                if t[w].is("not") {
-                    w = match w.checked_sub(1) {
-                        Some(x) if t[x].word().is_some() => x,
-                        _ => return false,
-                    };
-                }
-            }
-            if !t[w].is("as") || w == 0 {
-                return false;
-            }
-            let name = if t[w - 1] == Tok::Punct(')') {
-                match matching(t, w - 1).and_then(|o| o.checked_sub(1)) {
-                    Some(x) => x,
-                    None => return false,
-                }
-            } else {
-                w - 1
-            };
-            if !t[name].starts_word() {
-                return false;
-            }
-            at = name;
-            continue;
-        }
-        return prev.is("with") || (prev.is("recursive") && at >= 2 && t[at - 2].is("with"));
-    }
-}
-
-/// A CTE body: after any `(`, an unquoted statement keyword.
-fn statement_at(t: &[Tok], mut j: usize) -> bool {
-    while t.get(j) == Some(&Tok::Punct('(')) {
-        j += 1;
-    }
-    t.get(j).is_some_and(|w| {
-        !w.quoted()
-            && [
-                "select", "insert", "update", "delete", "merge", "values", "with", "table",
-            ]
-            .iter()
-            .any(|k| w.is(k))
-    })
-}
-
-/// INTO [GLOBAL|LOCAL] TEMP|TEMPORARY creating a table (not after a statement's INSERT or
-/// MERGE, whose INTO takes a table's name), or INTO [TABLE] and a dotted name with a
-/// `pg_temp[_N]` qualifier, any number of parts.
-fn into_rule(v: &View, k: usize) -> Option<Reason> {
-    let all = v.all;
-    let next_vis = |from: usize| (from..all.len()).find(|&j| !all[j].hidden());
-    let prev_vis = |before: usize| (0..before).rev().find(|&j| !all[j].hidden());
-    let first = next_vis(k + 1).filter(|&j| all[j].word().is_some());
-    let mut w = first;
-    let temp_like = w.is_some_and(|j| {
-        ["global", "local", "temp", "temporary"]
-            .iter()
-            .any(|x| all[j].is(x))
+    // `1lastval`, `0E'x'`, `$1U&"`: the server (15) rejects letters glued to a number or a
+    // parameter as trailing junk;
+    // the reference reads one word, the guard's lexer a number and what follows. Nothing runs.
+    let junk = all.iter().any(|t| {
+        matches!(t, Tok::Word { text, quoted: false }
+            if text.trim_start_matches('$').starts_with(|c: char| c.is_ascii_digit())
+                && text.contains(|c: char| c.is_ascii_alphabetic()))
     });
-    let of_dml = temp_like
-        && prev_vis(k)
-            .is_some_and(|j| (all[j].is("insert") || all[j].is("merge")) && starts_statement(v, j));
-    if temp_like && !of_dml {
-        if w.is_some_and(|t| all[t].is("global") || all[t].is("local")) {
-            w = w
-                .and_then(|t| next_vis(t + 1))
-                .filter(|&j| all[j].word().is_some());
-        }
-        if let Some(t) =
-            w.filter(|&t| (all[t].is("temp") || all[t].is("temporary")) && !all[t].quoted())
-        {
-            // The TEMP keyword is followed by TABLE or a name; a table called temp is not.
-            let creates = match all.get(t + 1) {
-                Some(x) if x.hidden() => true,
-                Some(x) if x.starts_word() => {
-                    let not_name = x.word().is_some_and(|y| {
-                        y != "table" && NOT_A_TABLE_NAME.split_whitespace().any(|n| n == y)
-                    });
-                    if x.is("table") || x.quoted() {
-                        true
-                    } else if not_name {
-                        false
-                    } else {
-                        next_vis(t + 2).is_none_or(|j| all[j] != Tok::Punct('('))
-                    }
-                }
-                _ => false,
-            };
-            return creates.then_some(Reason::IntoTemp);
+    if junk {
+        return Expect::Either;
+    }
+
+    // One statement: any token after the first `;` is a second one.
+    if let Some(s) = all.iter().position(|t| *t == Tok::Punct(';')) {
+        if s + 1 < all.len() {
+            return Expect::Refuse(Reason::MultipleStatements);
         }
     }
-    let mut j = match w.filter(|&j| all[j].is("table")) {
-        Some(table) => table + 1,
-        None => k + 1,
+    let vis = match vis.iter().position(|t| *t == Tok::Punct(';')) {
+        Some(s) => &vis[..s],
+        None => &vis[..],
     };
-    // Parts: a name (or nothing visible) then `.`; a pg_temp part followed by `.` qualifies.
-    loop {
-        let p = next_vis(j)?;
-        if all[p] == Tok::Punct('.') {
-            j = p + 1;
+    // The reference masker hides every U& name that is not plain, escaped or not (`U&"a b"`
+    // is the name `a b`, `U&"\0061"` an escape): only the names' text tells them apart.
+    if seen.u_ident_escaped {
+        return Expect::Either;
+    }
+    if seen.u_amp && vis.iter().any(|t| t.is("uescape") && !t.quoted()) {
+        return Expect::Refuse(Reason::Uescape);
+    }
+
+    let refused = |t: &Tok| name_of(t).and_then(|n| refusal_for(&n, mode));
+    // Calls no exception of the grammar can cover (every token counts here: a literal or a
+    // quoted name between a name and `(` is a token like any other).
+    let upto = all
+        .iter()
+        .position(|t| *t == Tok::Punct(';'))
+        .unwrap_or(all.len());
+    let toks = &all[..upto];
+    for k in 0..toks.len() {
+        if toks[k] != Tok::Punct('(') || k == 0 || refused(&toks[k - 1]).is_none() {
             continue;
         }
-        if !all[p].starts_word() || next_vis(p + 1).is_none_or(|d| all[d] != Tok::Punct('.')) {
-            return None;
+        let before = k.checked_sub(2).map(|j| &toks[j]);
+        let exception_possible = match before {
+            None => false,
+            Some(Tok::Punct(c)) => matches!(c, ',' | '.' | ':' | ')'),
+            Some(Tok::HiddenName) => true,
+            // A reserved keyword is never an alias: only AS, WITH and INTO open a place
+            // where a name before `(` may be no call.
+            Some(t) if !t.quoted() => t.word().is_some_and(|w| {
+                matches!(w.as_str(), "as" | "with" | "into")
+                    || !NOT_A_TABLE_NAME.split_whitespace().any(|r| r == w)
+            }),
+            Some(t) => t.word().is_some(),
+        };
+        if !exception_possible {
+            return Expect::RefuseAny(format!("call after {before:?}"));
         }
-        let name = all[p].word()?;
-        let pg_temp = name.strip_prefix("pg_temp").is_some_and(|s| {
-            s.is_empty()
-                || s.strip_prefix('_')
-                    .is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
-        });
-        if pg_temp {
-            return Some(Reason::IntoPgTemp);
-        }
-        j = next_vis(p + 1)? + 1;
     }
-}
+    // `(expr).name`: never a relation, always a call or a field.
+    for k in 2..toks.len() {
+        if toks[k - 2] == Tok::Punct(')')
+            && toks[k - 1] == Tok::Punct('.')
+            && refused(&toks[k]).is_some()
+        {
+            return Expect::RefuseAny("attribute call".to_owned());
+        }
+    }
+    // A statement `UPDATE [ONLY] [(] [q .]* pg_settings` (where else UPDATE may start a
+    // statement is the grammar's to say).
+    if let Some(k) = toks
+        .iter()
+        .position(|t| *t != Tok::Punct('('))
+        .filter(|&k| toks[k].is("update"))
+    {
+        let mut j = k + 1;
+        if toks.get(j).is_some_and(|t| t.is("only")) {
+            j += 1;
+        }
+        if toks.get(j) == Some(&Tok::Punct('(')) {
+            j += 1;
+        }
+        let part = |t: &Tok| t.word().is_some() || *t == Tok::HiddenName;
+        while toks.get(j).is_some_and(part) && toks.get(j + 1) == Some(&Tok::Punct('.')) {
+            j += 2;
+        }
+        if toks
+            .get(j)
+            .and_then(name_of)
+            .is_some_and(|n| n == "pg_settings")
+        {
+            return Expect::RefuseAny("update of pg_settings".to_owned());
+        }
+    }
 
-/// Whether the token `all[j]` starts a statement: nothing visible before it, or `(`, or the `)`
-/// that ends a CTE body (`AS [[NOT] MATERIALIZED] (statement)`).
-fn starts_statement(v: &View, j: usize) -> bool {
-    let Some(i) = v.at.iter().position(|&a| a == j) else {
-        return false;
-    };
-    let t = v.vis;
-    if i == 0 || t[i - 1] == Tok::Punct('(') {
-        return true;
+    // Nothing any rule looks for: admitted.
+    let mut depth = 0i32;
+    let mut deepest = 0;
+    for t in &all {
+        match t {
+            Tok::Punct('(') => depth += 1,
+            Tok::Punct(')') => depth -= 1,
+            _ => {}
+        }
+        deepest = deepest.max(depth);
     }
-    if t[i - 1] != Tok::Punct(')') {
-        return false;
+    let suspicious = all.iter().any(|t| {
+        refused(t).is_some()
+            || name_of(t).is_some_and(|n| {
+                let n = n.to_ascii_lowercase();
+                n == "into" || n == "pg_settings" || n.starts_with("pg_temp")
+            })
+    });
+    if !suspicious && !seen.u_amp && deepest < 50 {
+        return Expect::Admit;
     }
-    matching(t, i - 1).is_some_and(|open| {
-        open > 0
-            && (t[open - 1].is("as") || t[open - 1].is("materialized"))
-            && statement_at(t, open + 1)
-    })
-}
-
-/// `UPDATE [ONLY] [(] [[q] .] [q .] pg_settings` with `pg_settings` at `k`: the outermost
-/// qualifier may be invisible (a masked quoted name).
-fn pg_settings_target(t: &[Tok], k: usize) -> bool {
-    let update_before = |i: usize| {
-        let mut j = i;
-        if j > 0 && t[j - 1] == Tok::Punct('(') {
-            j -= 1;
-        }
-        if j > 0 && t[j - 1].is("only") {
-            j -= 1;
-        }
-        j > 0 && t[j - 1].is("update")
-    };
-    if update_before(k) {
-        return true;
-    }
-    let mut i = k;
-    for _ in 0..2 {
-        if i == 0 || t[i - 1] != Tok::Punct('.') {
-            return false;
-        }
-        if update_before(i - 1) {
-            return true;
-        }
-        if i < 2 || t[i - 2].word().is_none() {
-            return false;
-        }
-        i -= 2;
-        if update_before(i) {
-            return true;
-        }
-    }
-    false
+    Expect::Either
 }
