@@ -42,6 +42,7 @@ pub(super) const FUNCTIONS: &[(&str, Kind)] = &[
     ("dblink_is_busy", Session),
     ("dblink_open", Session),
     ("dblink_send_query", Session),
+    ("isn_weak", Session), // isn: sets the session's weak mode, though declared IMMUTABLE
     ("lastval", Session),  // reads the session's sequence state
     ("lo_close", Session), // large-object descriptors live in the session
     ("lo_creat", Session),

@@ -22,9 +22,11 @@ use pgpipe::guard::{Mode, Reason};
 
 /// Functions whose effect stays in the session (or that read what another caller left there).
 pub const SESSION_FUNCTIONS: &[&str] = &[
-    // settings: set_config; pg_trgm's similarity threshold; sepgsql's security label
+    // settings: set_config; pg_trgm's similarity threshold; sepgsql's security label; isn's
+    // weak mode (isn_weak is declared IMMUTABLE, and sets it)
     "set_config",
     "set_limit",
+    "isn_weak",
     "sepgsql_setcon",
     // the session's random() seed and sequence state
     "setseed",
