@@ -68,6 +68,10 @@ pub mod internals {
     pub use crate::sched::in_driver_tick;
     use crate::{Column, Row};
 
+    /// The catalog question a shared connection asks for the extension routines the guard
+    /// refuses (`proto::catalog`): schema, name, argument count, defaults, variadic.
+    pub const EXTENSION_ROUTINES_QUERY: &str = crate::proto::catalog::QUERY;
+
     /// A column description, as a RowDescription would give it.
     pub fn column(name: String, type_: crate::types::Type) -> Column {
         Column::new(name, type_)

@@ -524,6 +524,29 @@ fn on_a_real_server_the_closed_classes_change_session_state() {
     assert!(lines.contains(&"2"), "{out}");
     assert_eq!(lines.last(), Some(&"1"), "{out}");
 
+    // Admitted because on PostgreSQL 15 they leave nothing: an UPDATE of pg_settings in a
+    // CTE's body does nothing, and a write into pg_temp fails (no admitted statement creates a
+    // temporary table) without creating the session's temporary schema.
+    let inert = [
+        "WITH s AS (UPDATE pg_settings SET setting = 'off' WHERE name = 'enable_seqscan') SELECT 1",
+        "INSERT INTO pg_temp.t VALUES (1)",
+        "MERGE INTO pg_temp.t USING (SELECT 1 AS a) s ON true WHEN MATCHED THEN DO NOTHING",
+    ];
+    for sql in inert {
+        assert_eq!(verdict(Mode::Default, sql), None, "{sql}");
+    }
+    let script = format!(
+        "\\set ON_ERROR_STOP 0\n{};\nSHOW enable_seqscan;\nSELECT pg_my_temp_schema() = 0;\n",
+        inert.join(";\n")
+    );
+    let out = pgpipe_tests::shared().psql(&script).expect("psql");
+    let lines: Vec<&str> = out
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(lines, ["1", "on", "t"], "{out}");
+
     let admitted = [
         "INSERT INTO temp.readings (v) VALUES (1)",
         "INSERT INTO temp VALUES (2)",

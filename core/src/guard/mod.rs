@@ -48,19 +48,21 @@ pub enum Reason {
     SqlTextCall(&'static str),
     /// `INTO [GLOBAL|LOCAL] TEMP|TEMPORARY`: `SELECT ... INTO` creating a temporary table.
     IntoTemp,
-    /// `INTO [TABLE] pg_temp[_N].`: writing to or creating a table in the session's temp schema.
+    /// `SELECT ... INTO [TABLE] [db.]pg_temp[_N].name`: creating a table in the session's temp
+    /// schema.
     IntoPgTemp,
-    /// A `U&"..."` identifier whose body is not a plain identifier: escapes could spell any name.
+    /// A `U&"..."` identifier with escapes: they could spell any name.
     UnicodeEscapedIdentifier,
     /// `UESCAPE` together with a `U&` literal or identifier.
     Uescape,
-    /// An UPDATE whose target is `pg_settings` (`UPDATE [ONLY] [(] [[db.]schema.]pg_settings`):
-    /// the same as SET (and for parameters the server does not report,
-    /// such as `search_path`, invisible to the ParameterStatus backstop).
+    /// A statement that is an UPDATE of `pg_settings` (`UPDATE [ONLY] [(] [[db.]schema.]
+    /// pg_settings`): the same as SET (and for parameters the server does not report, such as
+    /// `search_path`, invisible to the ParameterStatus backstop).
     UpdatePgSettings,
-    /// A call of a volatile function of an installed extension that pgpipe does not know to
-    /// leave no session state (the client reads them from the catalog, `docs/GUARD.md`); the
-    /// lower-case name.
+    /// A call of a volatile routine of an installed extension (an aggregate counts as volatile
+    /// when one of its support functions is) that pgpipe does not know to leave no session
+    /// state, with an overload that takes the call's argument count (the client reads them
+    /// from the catalog, `docs/GUARD.md`); its name, exactly.
     ExtensionFunction(String),
     /// Queries nested deeper than the guard reads (200 levels of subqueries or parenthesised
     /// FROM lists): what it has not read it cannot prove neutral.
@@ -86,9 +88,7 @@ impl fmt::Display for Reason {
             ),
             Reason::IntoTemp => f.write_str("INTO a temporary table"),
             Reason::IntoPgTemp => f.write_str("INTO a table in the session's pg_temp schema"),
-            Reason::UnicodeEscapedIdentifier => {
-                f.write_str("U&\"...\" identifier that is not a plain identifier")
-            }
+            Reason::UnicodeEscapedIdentifier => f.write_str("U&\"...\" identifier with escapes"),
             Reason::Uescape => f.write_str("UESCAPE with a U& literal or identifier"),
             Reason::UpdatePgSettings => f.write_str("UPDATE of pg_settings (equivalent to SET)"),
             Reason::ExtensionFunction(name) => write!(

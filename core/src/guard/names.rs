@@ -3,6 +3,7 @@
 
 use super::lexer::Name;
 use super::{Mode, Reason};
+use crate::proto::catalog::Routine;
 
 /// Why a function is refused on the shared path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,6 +203,7 @@ const NEUTRAL_EXTENSION_FUNCTIONS: &[&str] = &[
     "heap_page_items",
     "heap_tuple_infomask_flags",
     "int_agg_final_array", // intagg
+    "int_array_aggregate", // intagg: an aggregate over a volatile state function
     "normal_rand",         // tablefunc: random numbers
     "page_checksum",
     "page_header",
@@ -270,39 +272,63 @@ pub(crate) fn is_listed(name: &str) -> bool {
     FUNCTIONS.binary_search_by(|(f, _)| f.cmp(&name)).is_ok()
 }
 
-/// The extension functions a guard refuses, one generation of them.
+/// The extension routines a guard refuses, one generation of them.
 #[derive(Debug, Default)]
 pub(crate) struct ExtensionNames {
-    /// Lower case, sorted, without duplicates.
-    names: Vec<Box<[u8]>>,
+    /// Sorted by name (exact bytes), then schema.
+    routines: Vec<Routine>,
     /// Which publication this is (0: none yet).
     pub(crate) generation: u64,
 }
 
 impl ExtensionNames {
+    /// Whether there are none: a check then needs no argument counts.
+    pub(super) fn is_empty(&self) -> bool {
+        self.routines.is_empty()
+    }
+
     /// No names (no catalog read yet, or a guard without one).
     pub(crate) const fn none() -> ExtensionNames {
         ExtensionNames {
-            names: Vec::new(),
+            routines: Vec::new(),
             generation: 0,
         }
     }
 
-    /// The refusal for calling `name` (qualified by `schema`, if it was), if it is one of
-    /// these.
-    pub(super) fn refuses(&self, _schema: Option<&Name>, name: &Name) -> Option<Reason> {
-        if self.names.is_empty() {
+    /// The refusal for calling `name` (qualified by `schema`, if it was) with `args` arguments
+    /// (`None`: not known), if one of these routines could be the one called: the same name
+    /// exactly, the same schema when one is given, and an overload that takes that many
+    /// arguments.
+    pub(super) fn refuses(
+        &self,
+        schema: Option<&Name>,
+        name: &Name,
+        args: Option<u16>,
+    ) -> Option<Reason> {
+        if self.routines.is_empty() {
             return None;
         }
         let name = name.as_bytes();
-        let at = self.names.binary_search_by(|n| (**n).cmp(name)).ok()?;
-        Some(Reason::ExtensionFunction(
-            String::from_utf8_lossy(&self.names[at]).into_owned(),
-        ))
+        let from = self.routines.partition_point(|r| r.name.as_bytes() < name);
+        let hit = self.routines[from..]
+            .iter()
+            .take_while(|r| r.name.as_bytes() == name)
+            .find(|r| {
+                schema.is_none_or(|s| s.as_bytes() == r.schema.as_bytes())
+                    && args.is_none_or(|k| takes(r, k))
+            })?;
+        Some(Reason::ExtensionFunction(hit.name.clone()))
     }
 }
 
-/// A client's extension functions to refuse, shared by its guard and its connections: each
+/// Whether `r` accepts a call with `k` arguments: between its count less its defaults and its
+/// count, or, variadic, any number from its count less one (and less its defaults).
+fn takes(r: &Routine, k: u16) -> bool {
+    let least = r.args.saturating_sub(r.defaults);
+    (least..=r.args).contains(&k) || (r.variadic && k >= least.saturating_sub(1))
+}
+
+/// A client's extension routines to refuse, shared by its guard and its connections: each
 /// shared connection that opens reads the catalog (`proto::catalog`) and publishes what it
 /// found, so an extension created later is refused once a connection opens after it.
 #[derive(Debug, Default)]
@@ -311,23 +337,31 @@ pub(crate) struct ExtensionFunctions {
     /// `current`'s generation, read without the lock by every check (a cache hit needs
     /// nothing else).
     generation: std::sync::atomic::AtomicU64,
-    /// Names the configuration allows (`guard_allow_functions`), lower case.
+    /// Names the configuration allows (`guard_allow_functions`), as given.
     allowed: Vec<String>,
 }
 
 impl ExtensionFunctions {
-    /// Refusing what the catalog says except `allowed` (lower-cased here).
+    /// Refusing what the catalog says except `allowed`.
     pub(crate) fn new(allowed: &[String]) -> ExtensionFunctions {
         ExtensionFunctions {
             current: Default::default(),
             generation: Default::default(),
-            allowed: allowed.iter().map(|a| a.to_ascii_lowercase()).collect(),
+            allowed: allowed.to_vec(),
         }
     }
 
     /// Whether every extension function is allowed (`guard_allow_functions=*`): nothing to ask.
     pub(crate) fn all_allowed(&self) -> bool {
         self.allowed.iter().any(|a| a == "*")
+    }
+
+    /// Whether the configuration allows `name`: given as it is, or folded as an unquoted name
+    /// in SQL would be.
+    fn allows(&self, name: &str) -> bool {
+        self.allowed
+            .iter()
+            .any(|a| a == name || a.to_ascii_lowercase() == name)
     }
 
     /// The generation of the names in force now.
@@ -343,28 +377,38 @@ impl ExtensionFunctions {
         }
     }
 
-    /// The volatile extension functions a connection found in the catalog: those neither
-    /// listed, known neutral nor allowed become the names refused. Verdicts cached before are
+    /// The volatile extension routines a connection found in the catalog: those neither
+    /// listed, known neutral nor allowed become the routines refused. Verdicts cached before are
     /// dropped only when the set changed.
-    pub(crate) fn publish<'a>(&self, found: impl IntoIterator<Item = &'a str>) {
-        let mut names: Vec<Box<[u8]>> = found
+    pub(crate) fn publish(&self, found: impl IntoIterator<Item = Routine>) {
+        let mut routines: Vec<Routine> = found
             .into_iter()
-            .map(str::to_ascii_lowercase)
-            .filter(|n| !is_listed(n) && !is_neutral_extension_function(n))
-            .filter(|n| !self.allowed.iter().any(|a| a == n))
-            .map(|n| n.into_bytes().into_boxed_slice())
+            .filter(|r| !is_listed(&r.name) && !is_neutral_extension_function(&r.name))
+            .filter(|r| !self.allows(&r.name))
             .collect();
-        names.sort();
-        names.dedup();
+        let key = |r: &Routine| {
+            (
+                r.name.clone(),
+                r.schema.clone(),
+                r.args,
+                r.defaults,
+                r.variadic,
+            )
+        };
+        routines.sort_by_cached_key(key);
+        routines.dedup();
         let mut current = match self.current.write() {
             Ok(c) => c,
             Err(poisoned) => poisoned.into_inner(),
         };
-        if current.generation > 0 && current.names == names {
+        if current.generation > 0 && current.routines == routines {
             return;
         }
         let generation = current.generation + 1;
-        *current = std::sync::Arc::new(ExtensionNames { names, generation });
+        *current = std::sync::Arc::new(ExtensionNames {
+            routines,
+            generation,
+        });
         self.generation
             .store(generation, std::sync::atomic::Ordering::Release);
     }

@@ -21,9 +21,9 @@ use super::Reason;
 /// Nested queries (and parenthesised FROM lists) the reader follows; deeper is refused.
 pub(super) const MAX_DEPTH: u32 = 200;
 
-/// Where the reader is, for the INTO rule: the statement itself (or the first operand of its
-/// set operation), or a query inside it (a CTE's body, a subquery, a later operand), where
-/// `SELECT ... INTO` is an error.
+/// Where the reader is, for the INTO and UPDATE rules: the statement itself (or the first
+/// operand of its set operation), or a query inside it (a CTE's body, a subquery, a later
+/// operand), where `SELECT ... INTO` is an error and an UPDATE of `pg_settings` does nothing.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Level {
     Top,
@@ -41,9 +41,9 @@ pub(super) struct Findings {
     pub(super) uescape: bool,
     /// The first refused call.
     pub(super) call: Option<Reason>,
-    /// `SELECT ... INTO` a temporary table, or a write into `pg_temp`.
+    /// `SELECT ... INTO` a temporary table or a table in `pg_temp`.
     pub(super) into: Option<Reason>,
-    /// An UPDATE of `pg_settings`.
+    /// An UPDATE of `pg_settings` as the statement (or its first operand).
     pub(super) pg_settings: bool,
     /// Nested deeper than [`MAX_DEPTH`].
     pub(super) too_deep: bool,
@@ -53,9 +53,13 @@ pub(super) struct Findings {
     pub(super) steps: usize,
 }
 
-/// Reads `sql`; `calls(schema, name)` says whether calling `name` (qualified by `schema`, if
-/// it was) is refused.
-pub(super) fn read(sql: &str, calls: &dyn Fn(Option<&Name>, &Name) -> Option<Reason>) -> Findings {
+/// Whether calling a name (qualified by a schema, if it was, with a number of arguments, if
+/// known) is refused.
+pub(super) type Calls<'a> = &'a dyn Fn(Option<&Name>, &Name, Option<u16>) -> Option<Reason>;
+
+/// Reads `sql`; `calls` says which calls are refused, and is told their argument counts when
+/// `count_args` (counting costs a pass, so only a guard with extension routines asks).
+pub(super) fn read(sql: &str, calls: Calls<'_>, count_args: bool) -> Findings {
     let mut lexer = Lexer::new(sql);
     let mut toks = Vec::with_capacity(sql.len() / 4 + 4);
     let mut found = Findings::default();
@@ -99,7 +103,7 @@ pub(super) fn read(sql: &str, calls: &dyn Fn(Option<&Name>, &Name) -> Option<Rea
             r.scan(Stop::NONE);
         }
     }
-    r.calls();
+    r.calls(count_args);
     #[cfg(test)]
     {
         r.found.steps = r.looks.get();
@@ -210,7 +214,7 @@ struct Reader<'a> {
     sql: &'a [u8],
     toks: &'a [Token],
     i: usize,
-    calls: &'a dyn Fn(Option<&Name>, &Name) -> Option<Reason>,
+    calls: Calls<'a>,
     found: Findings,
     /// Queries (and parenthesised FROM lists) open around the reader.
     depth: u32,
@@ -294,10 +298,15 @@ impl Reader<'_> {
 
     /// Every name before `(` or after `.` without an exception is a call: the first refused
     /// one is the finding. A call's schema is the name before its `.`, for `s.f(`; a name after
-    /// `.` without `(` (`x.f`) is `f(x)`, whatever `x` is.
-    fn calls(&mut self) {
+    /// `.` without `(` (`x.f`) is `f(x)`, whatever `x` is, so of one argument.
+    fn calls(&mut self, count_args: bool) {
         // Read forward, so mostly in order already (a sort of sorted data is one pass).
         self.exempt.sort_unstable();
+        let args = if count_args {
+            arguments(self.sql, self.toks)
+        } else {
+            Vec::new()
+        };
         let mut exempt = self.exempt.iter().peekable();
         let toks = self.toks;
         for (j, t) in toks.iter().enumerate() {
@@ -317,8 +326,12 @@ impl Reader<'_> {
                 .then(|| toks[j - 2])
                 .filter(|s| matches!(s.kind, Kind::Word | Kind::Quoted))
                 .map(|s| Name::of(self.sql, s));
+            let count = match paren {
+                true => args.get(j + 1).copied().filter(|&k| k != UNKNOWN),
+                false => Some(1),
+            };
             let name = Name::of(self.sql, *t);
-            self.found.call = (self.calls)(schema.as_ref(), &name);
+            self.found.call = (self.calls)(schema.as_ref(), &name, count);
             if self.found.call.is_some() {
                 return;
             }
@@ -382,7 +395,7 @@ impl Reader<'_> {
                 self.relation();
             }
             _ if self.is(0, "insert") => self.insert(),
-            _ if self.is(0, "update") => self.update(),
+            _ if self.is(0, "update") => self.update(level),
             _ if self.is(0, "delete") => self.delete(),
             _ if self.is(0, "merge") => self.merge(),
             _ => self.scan(Stop::SET_OPS),
@@ -472,7 +485,7 @@ impl Reader<'_> {
     }
 
     /// `UPDATE [ONLY] [(] name [)] [*] [[AS] alias] SET ... [FROM ...] ...`
-    fn update(&mut self) {
+    fn update(&mut self, level: Level) {
         self.bump();
         self.accept("only");
         let paren = self.kind(0) == Some(Kind::Open);
@@ -485,9 +498,9 @@ impl Reader<'_> {
         if paren && self.kind(0) == Some(Kind::Close) {
             self.bump();
         }
-        // An UPDATE of pg_settings is SET. In a CTE's body PostgreSQL 15 does nothing with it,
-        // which is no promise for other versions: refused wherever it is.
-        if last.is_some_and(|t| Name::of(self.sql, t).is("pg_settings")) {
+        // An UPDATE of pg_settings is SET. In a CTE's body PostgreSQL 15 does nothing with it
+        // (a test on the server holds it to that).
+        if level == Level::Top && last.is_some_and(|t| Name::of(self.sql, t).is("pg_settings")) {
             self.found.pg_settings = true;
         }
         self.star();
@@ -536,11 +549,11 @@ impl Reader<'_> {
         }
     }
 
-    /// The table an INSERT or MERGE writes: one in `pg_temp` is the session's.
+    /// The table an INSERT or MERGE writes. One in `pg_temp` would be the session's, but no
+    /// statement the guard admits creates one, so on a shared connection such a write fails
+    /// (and PostgreSQL creates no temporary schema for it).
     fn write_target(&mut self) {
-        if self.relation() && self.found.into.is_none() {
-            self.found.into = Some(Reason::IntoPgTemp);
-        }
+        self.relation();
     }
 
     /// `WITH [RECURSIVE] name [(columns)] AS [[NOT] MATERIALIZED] (query) [SEARCH ...]
@@ -995,6 +1008,66 @@ const FOLLOWS_ITEM: &[&str] = &[
     "where",
     "with",
 ];
+
+/// An argument count not known: `VARIADIC`, or an aggregate's `ORDER BY` (whose commas are not
+/// the arguments'). Every overload matches it.
+const UNKNOWN: u16 = u16::MAX;
+
+/// The number of arguments in each parenthesis, by the index of its `(` token (0 elsewhere):
+/// the commas at its own depth (brackets and inner parentheses are deeper), plus one unless it
+/// is empty or `(*)`. One pass with a stack.
+fn arguments(sql: &[u8], toks: &[Token]) -> Vec<u16> {
+    struct Open {
+        at: usize,
+        commas: u16,
+        tokens: u32,
+        star: bool,
+        unknown: bool,
+        paren: bool,
+    }
+    let mut counts = vec![0u16; toks.len()];
+    let mut stack: Vec<Open> = Vec::new();
+    for (j, t) in toks.iter().enumerate() {
+        if let Some(top) = stack.last_mut() {
+            top.tokens += 1;
+            match t.kind {
+                Kind::Comma => top.commas = top.commas.saturating_add(1),
+                Kind::Op if &sql[t.start..t.end] == b"*" => top.star = true,
+                Kind::Word if eq(sql, *t, "variadic") || eq(sql, *t, "order") => top.unknown = true,
+                _ => {}
+            }
+        }
+        match t.kind {
+            Kind::Open | Kind::OpenBracket => stack.push(Open {
+                at: j,
+                commas: 0,
+                tokens: 0,
+                star: false,
+                unknown: false,
+                paren: t.kind == Kind::Open,
+            }),
+            Kind::Close | Kind::CloseBracket => {
+                if let Some(o) = stack.pop() {
+                    // The closing token itself was counted in.
+                    let inner = o.tokens.saturating_sub(1);
+                    counts[o.at] = match (o.paren, o.unknown, inner) {
+                        (false, _, _) => 0,
+                        (true, true, _) => UNKNOWN,
+                        (true, false, 0) => 0,
+                        (true, false, 1) if o.star => 0,
+                        (true, false, _) => o.commas.saturating_add(1),
+                    };
+                }
+            }
+            _ => {}
+        }
+    }
+    // Parentheses left open: their counts are not known.
+    for o in stack {
+        counts[o.at] = UNKNOWN;
+    }
+    counts
+}
 
 /// `pg_temp` or `pg_temp_<digits>`.
 fn is_pg_temp(name: &[u8]) -> bool {

@@ -34,10 +34,10 @@ pub(super) fn verdict_with(sql: &str, mode: Mode, ext: &ExtensionNames) -> Optio
     if !needs_reading(sql.as_bytes()) {
         return None;
     }
-    let refused = |schema: Option<&Name>, name: &Name| {
-        refused_function(name.as_bytes(), mode).or_else(|| ext.refuses(schema, name))
+    let refused = |schema: Option<&Name>, name: &Name, args: Option<u16>| {
+        refused_function(name.as_bytes(), mode).or_else(|| ext.refuses(schema, name, args))
     };
-    let found = read(sql, &refused);
+    let found = read(sql, &refused, !ext.is_empty());
 
     // The rules in a fixed order, so the reason does not depend on where things occur.
     // A second statement would escape every other rule's context (and the extended protocol
@@ -69,7 +69,7 @@ pub(super) fn verdict_with(sql: &str, mode: Mode, ext: &ExtensionNames) -> Optio
 #[cfg(test)]
 pub(super) fn steps(sql: &str) -> (usize, usize) {
     let tokens = Lexer::new(sql).count();
-    (read(sql, &|_, _| None).steps, tokens)
+    (read(sql, &|_, _, _| None, true).steps, tokens)
 }
 
 /// Whether any rule after the first could refuse `sql`: a call needs `(` or `.`, a second

@@ -4,6 +4,7 @@ use std::borrow::Cow;
 
 use super::rules::verdict;
 use super::*;
+use crate::proto::catalog::Routine;
 
 fn refused(sql: &str) -> Option<Reason> {
     verdict(sql, Mode::Default)
@@ -60,7 +61,7 @@ fn update_of_pg_settings_is_set() {
     for sql in [
         "UPDATE pg_settings SET setting = 'x' WHERE name = 'search_path'",
         "update  PG_CATALOG . pg_settings set setting = 'x'",
-        "WITH s AS (UPDATE ONLY pg_catalog.pg_settings SET setting = '1' RETURNING 1) SELECT 1",
+        "WITH s AS (SELECT 1) UPDATE ONLY pg_catalog.pg_settings SET setting = '1'",
         "UPDATE /* c */ pg_settings SET setting = 'x'",
         // The grammar allows parentheses after ONLY, a database qualifier and `*`.
         "UPDATE ONLY (pg_settings) SET setting = 'x'",
@@ -79,6 +80,9 @@ fn update_of_pg_settings_is_set() {
         "UPDATE my_pg_settings SET x = 1",
         "UPDATE t SET note = 'pg_settings'",
         "UPDATE t SET x = (SELECT setting FROM pg_settings WHERE name = $1)",
+        // In a CTE's body PostgreSQL 15 does nothing with it (with RETURNING it is an error);
+        // guard_classes holds the server to that.
+        "WITH s AS (UPDATE pg_settings SET setting = 'x' WHERE name = 'work_mem') SELECT 1",
     ] {
         assert_eq!(refused(sql), None, "{sql}");
     }
@@ -335,15 +339,18 @@ fn database_qualified_names_reach_pg_temp_too() {
     for sql in [
         "SELECT 1 INTO app.pg_temp.t",
         "SELECT 1 INTO TABLE app . pg_temp . t",
-        "INSERT INTO app.pg_temp.t VALUES (1)",
-        "INSERT INTO \"app db\".pg_temp_3.t VALUES (1)",
-        "INSERT INTO app./* c */pg_temp.t SELECT 1",
-        "MERGE INTO app.pg_temp.t USING s ON true WHEN MATCHED THEN DO NOTHING",
-        "WITH a AS (SELECT 1) INSERT INTO postgres.PG_TEMP.t SELECT * FROM a",
+        "SELECT 1 INTO \"app db\".pg_temp_3.t",
+        "SELECT 1 INTO app./* c */pg_temp.t",
+        "WITH a AS (SELECT 1) SELECT * INTO postgres.PG_TEMP.t FROM a",
     ] {
         assert_eq!(refused(sql), Some(Reason::IntoPgTemp), "{sql}");
     }
     for sql in [
+        // A write into pg_temp needs a temporary table, which no admitted statement creates:
+        // on a shared connection it fails (guard_classes holds the server to that).
+        "INSERT INTO app.pg_temp.t VALUES (1)",
+        "INSERT INTO \"app db\".pg_temp_3.t VALUES (1)",
+        "MERGE INTO app.pg_temp.t USING s ON true WHEN MATCHED THEN DO NOTHING",
         "INSERT INTO app.public.t VALUES (1)",
         "INSERT INTO app.pg_temp_stats.t VALUES (1)",
         "INSERT INTO public.pg_temp VALUES (1)",
@@ -488,6 +495,16 @@ fn reading_is_linear_on_adversarial_shapes() {
     }
 }
 
+fn routine(schema: &str, name: &str, args: u16, defaults: u16, variadic: bool) -> Routine {
+    Routine {
+        schema: schema.into(),
+        name: name.into(),
+        args,
+        defaults,
+        variadic,
+    }
+}
+
 #[test]
 fn extension_functions_from_the_catalog() {
     let ext = std::sync::Arc::new(ExtensionFunctions::new(&["Allowed_Fn".to_owned()]));
@@ -495,11 +512,15 @@ fn extension_functions_from_the_catalog() {
     let sql = "SELECT keeps_state()";
     // Before any connection read the catalog: the fixed list only.
     assert!(guard.check(sql).is_ok());
-    ext.publish(
-        ["keeps_state", "uuid_generate_v4", "allowed_fn", "set_limit"]
-            .iter()
-            .copied(),
-    );
+    ext.publish([
+        routine("public", "keeps_state", 0, 0, false),
+        routine("public", "uuid_generate_v4", 0, 0, false),
+        routine("public", "allowed_fn", 0, 0, false),
+        routine("public", "set_limit", 1, 0, false),
+        routine("ext", "Odd Name", 1, 0, false),
+        routine("ext", "two_or_three", 3, 1, false),
+        routine("ext", "many", 2, 0, true),
+    ]);
     // The cached verdict went with the new set.
     let refusal = guard.check(sql).unwrap_err();
     assert_eq!(
@@ -511,9 +532,21 @@ fn extension_functions_from_the_catalog() {
         .advice()
         .contains("guard_allow_functions=keeps_state"));
     for sql in [
-        "SELECT (1).Keeps_State",
         "SELECT * FROM keeps_state()",
-        "SELECT public.\"keeps_state\"(1)",
+        "SELECT public.\"keeps_state\"()",
+        "SELECT KEEPS_STATE()",
+        // Exact names: quoted, with a space and a capital.
+        "SELECT \"Odd Name\"(1)",
+        "SELECT ext.\"Odd Name\"(1)",
+        "SELECT (1).\"Odd Name\"",
+        // Overloads by argument count: defaults and variadic.
+        "SELECT two_or_three(1, 2)",
+        "SELECT two_or_three(1, 2, 3)",
+        "SELECT many(1)",
+        "SELECT many(1, 2, 3, 4)",
+        // Counts not known: every overload could be the one.
+        "SELECT two_or_three(VARIADIC ARRAY[1, 2, 3, 4])",
+        "SELECT two_or_three(a, b, c, d ORDER BY e) FROM t",
     ] {
         assert!(guard.check(sql).is_err(), "{sql}");
     }
@@ -522,19 +555,33 @@ fn extension_functions_from_the_catalog() {
         "SELECT allowed_fn()",
         "WITH keeps_state(v) AS (SELECT 1) SELECT v FROM keeps_state",
         "SELECT my_keeps_state()",
+        // Another function: another name, another schema, another argument count.
+        "SELECT \"KEEPS_STATE\"()",
+        "SELECT \"odd name\"(1)",
+        "SELECT app.keeps_state()",
+        "SELECT keeps_state(1)",
+        "SELECT two_or_three(1)",
+        "SELECT two_or_three(ARRAY[1, 2, 3])",
+        "SELECT two_or_three(f(1, 2, 3))",
+        "SELECT keeps_state((SELECT 1, 2))",
     ] {
         assert!(guard.check(sql).is_ok(), "{sql}");
     }
+    // Beyond 63 bytes the server cuts a name: so does the guard.
+    let long = "n".repeat(63);
+    ext.publish([routine("public", &long, 0, 0, false)]);
+    assert!(guard.check(&format!("SELECT {long}xyz()")).is_err());
     // A listed function keeps its own reason.
+    ext.publish([routine("public", "set_limit", 1, 0, false)]);
     assert_eq!(
         guard.check("SELECT set_limit(0.5)").unwrap_err().reason,
         Reason::ForbiddenCall("set_limit")
     );
     // The same set again keeps the cache; a new one without it admits it again.
     let generation = ext.current().generation;
-    ext.publish(["keeps_state", "allowed_fn"].iter().copied());
+    ext.publish([routine("public", "set_limit", 1, 0, false)]);
     assert_eq!(ext.current().generation, generation);
-    ext.publish(std::iter::empty());
+    ext.publish([]);
     assert!(guard.check(sql).is_ok());
     // `*` admits them all: nothing to ask.
     assert!(ExtensionFunctions::new(&["*".to_owned()]).all_allowed());

@@ -52,11 +52,25 @@ pub async fn extension_functions_are_refused_from_the_catalog<H: Harness>() {
     .await;
     // Two functions of our own made members of an extension: one volatile, one stable.
     let s = setup.session().await.expect("session");
+    // Besides: a stable overload of the volatile one, a user function of the same name in
+    // another schema, an aggregate whose state function is volatile (CREATE AGGREGATE labels
+    // it immutable), and a name with a space and a capital.
     s.batch_execute(
         "CREATE FUNCTION keeps_state() RETURNS int VOLATILE LANGUAGE sql AS 'SELECT 1'; \
          CREATE FUNCTION reads_only() RETURNS int STABLE LANGUAGE sql AS 'SELECT 2'; \
+         CREATE FUNCTION keeps_state(int) RETURNS int STABLE LANGUAGE sql AS 'SELECT $1'; \
+         CREATE FUNCTION counted_step(int, int) RETURNS int VOLATILE LANGUAGE sql \
+         AS 'SELECT $1 + $2'; \
+         CREATE AGGREGATE counted(int) (sfunc = counted_step, stype = int, initcond = '0'); \
+         CREATE FUNCTION \"Keeps State\"() RETURNS int VOLATILE LANGUAGE sql AS 'SELECT 4'; \
          ALTER EXTENSION pg_trgm ADD FUNCTION keeps_state(); \
-         ALTER EXTENSION pg_trgm ADD FUNCTION reads_only()",
+         ALTER EXTENSION pg_trgm ADD FUNCTION reads_only(); \
+         ALTER EXTENSION pg_trgm ADD FUNCTION keeps_state(int); \
+         ALTER EXTENSION pg_trgm ADD FUNCTION counted_step(int, int); \
+         ALTER EXTENSION pg_trgm ADD AGGREGATE counted(int); \
+         ALTER EXTENSION pg_trgm ADD FUNCTION \"Keeps State\"(); \
+         CREATE SCHEMA app; \
+         CREATE FUNCTION app.keeps_state() RETURNS int VOLATILE LANGUAGE sql AS 'SELECT 3'",
     )
     .await
     .expect("extension members");
@@ -73,7 +87,7 @@ pub async fn extension_functions_are_refused_from_the_catalog<H: Harness>() {
         Some(Reason::ExtensionFunction("keeps_state".into()))
     );
     assert_eq!(
-        refused::<H>(&db, "SELECT (1).KEEPS_STATE").await,
+        refused::<H>(&db, "SELECT * FROM KEEPS_STATE()").await,
         Some(Reason::ExtensionFunction("keeps_state".into())),
         "any call syntax, any case"
     );
@@ -86,11 +100,25 @@ pub async fn extension_functions_are_refused_from_the_catalog<H: Harness>() {
         refused::<H>(&db, "SELECT postgres_fdw_get_connections()").await,
         Some(Reason::ForbiddenCall("postgres_fdw_get_connections"))
     );
+    assert_eq!(
+        refused::<H>(&db, "SELECT counted(v) FROM (VALUES (1), (2)) t(v)").await,
+        Some(Reason::ExtensionFunction("counted".into())),
+        "an aggregate, by its state function"
+    );
+    assert_eq!(
+        refused::<H>(&db, "SELECT \"Keeps State\"()").await,
+        Some(Reason::ExtensionFunction("Keeps State".into())),
+        "an exact name"
+    );
     // Known to keep no state, stable, or not a call: admitted and run.
     for sql in [
         "SELECT uuid_generate_v4() IS NOT NULL",
         "SELECT reads_only() = 2",
         "SELECT similarity('abc', 'abd') > 0",
+        // The stable overload, and a function of the same name in another schema.
+        "SELECT keeps_state(7) = 7",
+        "SELECT (7).KEEPS_STATE = 7",
+        "SELECT app.keeps_state() = 3",
         "WITH keeps_state(v) AS (SELECT true) SELECT v FROM keeps_state",
     ] {
         let row = db
@@ -126,9 +154,9 @@ pub async fn extension_functions_are_refused_from_the_catalog<H: Harness>() {
     psql(&format!("DROP DATABASE IF EXISTS {dbname} WITH (FORCE)"));
 }
 
-/// Every volatile function of every contrib extension this server has is either refused by
-/// name (it keeps session state) or known to keep none: none falls to the catalog rule, so a
-/// new one in a later PostgreSQL shows up here.
+/// Every volatile routine (any kind; aggregates by their support functions) of every contrib
+/// extension this server has is either refused by name (it keeps session state) or known to
+/// keep none: none falls to the catalog rule, so a new one in a later PostgreSQL shows up here.
 pub async fn every_contrib_volatile_function_is_classified<H: Harness>() {
     let available: Vec<String> =
         psql("SELECT name FROM pg_available_extensions WHERE name <> 'plpgsql' ORDER BY name")
@@ -139,40 +167,47 @@ pub async fn every_contrib_volatile_function_is_classified<H: Harness>() {
     assert!(available.len() >= 20, "contrib is installed: {available:?}");
     let names: Vec<&str> = available.iter().map(String::as_str).collect();
     let db = database_with::<H>("ext_contrib", &names, |_| {}).await;
-    let volatile: Vec<String> = db
+    // What the client itself asks, with a call of each routine's argument count.
+    let s = db.session().await.expect("session");
+    let routines: Vec<(String, String, i16)> = s
         .query(
-            "SELECT DISTINCT lower(p.proname::text) FROM pg_proc p JOIN pg_depend d \
-             ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e' \
-             WHERE p.provolatile = 'v' AND p.prokind = 'f' \
-             AND p.prorettype::regtype <> ALL (ARRAY['trigger', 'event_trigger', 'internal', \
-             'fdw_handler', 'index_am_handler', 'tsm_handler', 'table_am_handler', \
-             'language_handler']::regtype[]) ORDER BY 1",
+            &format!(
+                "SELECT q.nspname::text, q.proname::text, q.pronargs::int2 FROM ({}) q(nspname, \
+                 proname, pronargs, pronargdefaults, is_variadic) ORDER BY 1, 2, 3",
+                pgpipe_catalog_query()
+            ),
             &[],
         )
         .await
         .expect("the catalog")
         .iter()
-        .map(|r| r.get(0))
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
         .collect();
+    drop(s);
     assert!(
-        volatile.len() >= 100,
-        "{} volatile functions",
-        volatile.len()
+        routines.len() >= 100,
+        "{} volatile routines",
+        routines.len()
     );
     let mut unknown = Vec::new();
-    for name in &volatile {
+    for (schema, name, args) in &routines {
+        let nulls = vec!["NULL"; *args as usize].join(", ");
         // WHERE false: the call is planned, never run.
-        if let Some(Reason::ExtensionFunction(n)) =
-            refused::<H>(&db, &format!("SELECT {name}() WHERE false")).await
-        {
+        let sql = format!("SELECT \"{schema}\".\"{name}\"({nulls}) WHERE false");
+        if let Some(Reason::ExtensionFunction(n)) = refused::<H>(&db, &sql).await {
             unknown.push(n);
         }
     }
     assert!(
         unknown.is_empty(),
-        "volatile contrib functions pgpipe has not classified: {unknown:?}"
+        "volatile contrib routines pgpipe has not classified: {unknown:?}"
     );
     let dbname = db.config().dbname.clone();
     db.close().await;
     psql(&format!("DROP DATABASE IF EXISTS {dbname} WITH (FORCE)"));
+}
+
+/// The catalog question a shared connection asks (`proto::catalog`), as the test asks it.
+fn pgpipe_catalog_query() -> &'static str {
+    pgpipe::internals::EXTENSION_ROUTINES_QUERY
 }

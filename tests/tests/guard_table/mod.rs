@@ -238,11 +238,12 @@ fn into_temp_and_pg_temp() {
             "SELECT * INTO TABLE u&\"pg_temp_3\" . t FROM x",
             pg_temp.clone(),
         ),
-        ("INSERT INTO pg_temp.t VALUES (1)", pg_temp.clone()),
-        ("INSERT INTO pg_temp_12.t (a) VALUES (1)", pg_temp.clone()),
+        // No admitted statement creates a temporary table, so these fail on the server.
+        ("INSERT INTO pg_temp.t VALUES (1)", OK),
+        ("INSERT INTO pg_temp_12.t (a) VALUES (1)", OK),
         (
             "MERGE INTO pg_temp.t USING s ON true WHEN MATCHED THEN DO NOTHING",
-            pg_temp.clone(),
+            OK,
         ),
         ("SELECT * INTO t FROM x", OK),
         ("SELECT * INTO UNLOGGED t FROM x", OK),

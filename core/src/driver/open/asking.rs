@@ -121,9 +121,7 @@ impl<R: Runtime> Opening<R> {
                 Question::Extensions => catalog::from_answer(&mut self.rbuf).map(|a| {
                     a.map(|answer| {
                         match answer {
-                            catalog::Answer::Names(names) => {
-                                ep.extensions.publish(names.split_ascii_whitespace())
-                            }
+                            catalog::Answer::Routines(routines) => ep.extensions.publish(routines),
                             catalog::Answer::Failed(_message) => {
                                 #[cfg(feature = "tracing")]
                                 tracing::warn!(
