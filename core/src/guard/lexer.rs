@@ -54,8 +54,32 @@ pub(super) enum Kind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Token {
     pub(super) kind: Kind,
-    pub(super) start: usize,
-    pub(super) end: usize,
+    /// Where it starts and ends, as `u32`: twelve bytes a token, since a long statement is read
+    /// as a vector of them (a text past 4 GiB is never read: no message can carry it).
+    lo: u32,
+    hi: u32,
+}
+
+impl Token {
+    pub(super) fn new(kind: Kind, start: usize, end: usize) -> Token {
+        Token {
+            kind,
+            lo: start as u32,
+            hi: end as u32,
+        }
+    }
+
+    /// Where it starts in the text.
+    #[inline]
+    pub(super) fn start(self) -> usize {
+        self.lo as usize
+    }
+
+    /// Where it ends in the text.
+    #[inline]
+    pub(super) fn end(self) -> usize {
+        self.hi as usize
+    }
 }
 
 /// The tokens of a text, in order. Iterating costs a bounded amount per byte: no construct is
@@ -79,6 +103,10 @@ impl<'a> Lexer<'a> {
     /// Skips whitespace and comments.
     fn skip_blank(&mut self) {
         let b = self.b;
+        // Most tokens follow one space.
+        if b.get(self.at) == Some(&b' ') {
+            self.at += 1;
+        }
         loop {
             match (b.get(self.at), b.get(self.at + 1)) {
                 (Some(&c), _) if is_space(c) => self.at += 1,
@@ -132,7 +160,7 @@ impl Iterator for Lexer<'_> {
             _ => (Kind::Op, operator_end(b, start)),
         };
         self.at = end;
-        Some(Token { kind, start, end })
+        Some(Token::new(kind, start, end))
     }
 }
 
@@ -224,18 +252,33 @@ fn number_end(b: &[u8], i: usize) -> usize {
     j
 }
 
+/// Whether `c` is one of the server's operator characters, `~!@#^&|`?+-*/%<>=`.
+#[inline]
+fn is_op(c: u8) -> bool {
+    static OP: [bool; 256] = {
+        let mut table = [false; 256];
+        let chars = b"~!@#^&|`?+-*/%<>=";
+        let mut k = 0;
+        while k < chars.len() {
+            table[chars[k] as usize] = true;
+            k += 1;
+        }
+        table
+    };
+    OP[c as usize]
+}
+
 /// End of an operator starting at `i`: a run of operator characters, cut before a comment
 /// (`+--` is `+` and a comment) as the server cuts it.
 fn operator_end(b: &[u8], i: usize) -> usize {
-    const OP: &[u8] = b"~!@#^&|`?+-*/%<>=";
-    if !OP.contains(&b[i]) {
+    if !is_op(b[i]) {
         // Anything else (a byte the server rejects, such as `\\` or `{`) is a token of its
         // own. Every byte of a multibyte character starts or continues a word, never this.
         return i + 1;
     }
     let mut j = i + 1;
     while let Some(&c) = b.get(j) {
-        if !OP.contains(&c) || (c == b'-' && b.get(j + 1) == Some(&b'-')) {
+        if !is_op(c) || (c == b'-' && b.get(j + 1) == Some(&b'-')) {
             break;
         }
         if c == b'/' && b.get(j + 1) == Some(&b'*') {
@@ -358,6 +401,18 @@ fn dollar_body_end(b: &[u8], start: usize, open_end: usize) -> usize {
     b.len()
 }
 
+/// The length the server keeps of the unquoted name `b[s..e]`: all of it, or its first 63 bytes
+/// cut back to a character's boundary.
+pub(super) fn kept_len(b: &[u8], s: usize, e: usize) -> usize {
+    let mut len = (e - s).min(NAME_MAX);
+    if len < e - s {
+        while len > 0 && b[s + len] & 0xC0 == 0x80 {
+            len -= 1;
+        }
+    }
+    len
+}
+
 /// A name as the server keeps it: folded (unquoted) or unescaped (quoted), cut to
 /// [`NAME_MAX`] bytes on a character boundary. Held inline: reading one allocates nothing.
 #[derive(Clone, Copy)]
@@ -376,16 +431,16 @@ impl Name {
         // The source bytes, quotes doubled inside a quoted name read as one.
         let (quoted, from, to) = match t.kind {
             Kind::Quoted | Kind::Escaped => {
-                let open = if sql[t.start] == b'"' {
-                    t.start
+                let open = if sql[t.start()] == b'"' {
+                    t.start()
                 } else {
-                    t.start + 2
+                    t.start() + 2
                 };
                 // An unterminated one runs to the end.
-                let closed = t.end > open + 1 && sql[t.end - 1] == b'"';
-                (true, open + 1, if closed { t.end - 1 } else { t.end })
+                let closed = t.end() > open + 1 && sql[t.end() - 1] == b'"';
+                (true, open + 1, if closed { t.end() - 1 } else { t.end() })
             }
-            _ => (false, t.start, t.end),
+            _ => (false, t.start(), t.end()),
         };
         let mut j = from;
         while j < to {
@@ -437,7 +492,7 @@ mod tests {
 
     fn kinds(sql: &str) -> Vec<(Kind, &str)> {
         Lexer::new(sql)
-            .map(|t| (t.kind, &sql[t.start..t.end]))
+            .map(|t| (t.kind, &sql[t.start()..t.end()]))
             .collect()
     }
 

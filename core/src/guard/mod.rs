@@ -65,7 +65,8 @@ pub enum Reason {
     /// from the catalog, `docs/GUARD.md`); its name, exactly.
     ExtensionFunction(String),
     /// Queries nested deeper than the guard reads (200 levels of subqueries or parenthesised
-    /// FROM lists): what it has not read it cannot prove neutral.
+    /// FROM lists), or a text past 4 GiB (which no message could carry): what it has not read
+    /// it cannot prove neutral.
     TooDeep,
 }
 

@@ -137,6 +137,17 @@ const FIRST_INDEX: [u8; 129] = {
     index
 };
 
+/// Whether a word whose first byte is `first` and whose length is `len` (cut to 63) could be one
+/// of [`FUNCTIONS`], in any case: one load and a shift, so that the rules look closer only at
+/// the few words that could matter.
+#[inline]
+pub(super) fn may_be_listed(first: u8, len: usize) -> bool {
+    len <= LONGEST
+        && LENGTHS_BY_FIRST
+            .get(first.to_ascii_lowercase() as usize)
+            .is_some_and(|bits| bits & (1 << len) != 0)
+}
+
 /// The refusal for calling `name` (as the server keeps it: folded if it was unquoted, exact if
 /// quoted) in `mode`, if any. A name with an upper-case letter was quoted and is another
 /// function (`"SET_CONFIG"(` does not call `set_config`).
@@ -277,6 +288,17 @@ pub(crate) fn is_listed(name: &str) -> bool {
 pub(crate) struct ExtensionNames {
     /// Sorted by name (exact bytes), then schema.
     routines: Vec<Routine>,
+    /// For each first byte (ASCII letters folded to lower case), a bit per name length: a word
+    /// is compared with the names only when its first byte and length occur.
+    lengths_by_first: Vec<u64>,
+    /// Whether some name holds a byte that cannot continue an unquoted identifier (a space, a
+    /// quote): such a name is only ever written quoted.
+    unusual: bool,
+    /// The names folded to lower case, sorted: what any spelling of a word may call.
+    folded: Vec<Box<[u8]>>,
+    /// Their first letters, a bit each; whether one starts with `_` or a non-ASCII byte.
+    letters: u32,
+    others: bool,
     /// Which publication this is (0: none yet).
     pub(crate) generation: u64,
 }
@@ -291,8 +313,44 @@ impl ExtensionNames {
     pub(crate) const fn none() -> ExtensionNames {
         ExtensionNames {
             routines: Vec::new(),
+            lengths_by_first: Vec::new(),
+            unusual: false,
+            folded: Vec::new(),
+            letters: 0,
+            others: false,
             generation: 0,
         }
+    }
+
+    /// Whether a word (any case) whose first byte is `first` and whose length is `len` (cut to
+    /// 63) could name one of these routines.
+    #[inline]
+    pub(super) fn may_name(&self, first: u8, len: usize) -> bool {
+        self.lengths_by_first
+            .get(first.to_ascii_lowercase() as usize)
+            .is_some_and(|bits| bits & (1u64 << len.min(63)) != 0)
+    }
+
+    /// Whether `lower` (a word folded to lower case) may call one of these routines: the same
+    /// name in any case, since a quoted spelling is exact.
+    pub(super) fn may_call(&self, lower: &[u8]) -> bool {
+        self.folded.binary_search_by(|n| (**n).cmp(lower)).is_ok()
+    }
+
+    /// The first letters of the names (folded), a bit each (`a` is bit 0).
+    pub(super) fn first_letters(&self) -> u32 {
+        self.letters
+    }
+
+    /// Whether some name starts with `_` or a non-ASCII byte.
+    pub(super) fn starts_otherwise(&self) -> bool {
+        self.others
+    }
+
+    /// Whether some name can only be written quoted (it holds a space, a quote ...): a text
+    /// with a quoted name must then be read.
+    pub(super) fn has_unusual_names(&self) -> bool {
+        self.unusual
     }
 
     /// The refusal for calling `name` (qualified by `schema`, if it was) with `args` arguments
@@ -405,8 +463,36 @@ impl ExtensionFunctions {
             return;
         }
         let generation = current.generation + 1;
+        let mut lengths_by_first = vec![0u64; 256];
+        let (mut unusual, mut letters, mut others) = (false, 0u32, false);
+        for r in &routines {
+            let name = r.name.as_bytes();
+            let Some(&first) = name.first() else {
+                continue;
+            };
+            lengths_by_first[first.to_ascii_lowercase() as usize] |= 1u64 << name.len().min(63);
+            if first.is_ascii_alphabetic() {
+                letters |= 1 << (first.to_ascii_lowercase() - b'a');
+            } else {
+                others = true;
+            }
+            // Not the shape of an unquoted name: only ever written quoted.
+            unusual |=
+                !super::lex::is_word_start(first) || !name.iter().all(|&b| super::lex::is_ident(b));
+        }
+        let mut folded: Vec<Box<[u8]>> = routines
+            .iter()
+            .map(|r| r.name.to_ascii_lowercase().into_bytes().into_boxed_slice())
+            .collect();
+        folded.sort();
+        folded.dedup();
         *current = std::sync::Arc::new(ExtensionNames {
             routines,
+            lengths_by_first,
+            unusual,
+            folded,
+            letters,
+            others,
             generation,
         });
         self.generation

@@ -14,7 +14,7 @@
 //! context on a stack, and gives up (refusing) past [`MAX_DEPTH`] nested queries, where the
 //! server's own parser would also give up long before.
 
-use super::lexer::{Kind, Lexer, Name, Token};
+use super::lexer::{kept_len, Kind, Lexer, Name, Token};
 use super::names::cannot_name_table;
 use super::Reason;
 
@@ -57,9 +57,14 @@ pub(super) struct Findings {
 /// known) is refused.
 pub(super) type Calls<'a> = &'a dyn Fn(Option<&Name>, &Name, Option<u16>) -> Option<Reason>;
 
-/// Reads `sql`; `calls` says which calls are refused, and is told their argument counts when
-/// `count_args` (counting costs a pass, so only a guard with extension routines asks).
-pub(super) fn read(sql: &str, calls: Calls<'_>, count_args: bool) -> Findings {
+/// Whether a name whose first byte and length (cut to 63) are these could be refused at all: the
+/// cheap test before a name is built and looked up.
+pub(super) type May<'a> = &'a dyn Fn(u8, usize) -> bool;
+
+/// Reads `sql`; `calls` says which calls are refused (`may` first rules most names out), and is
+/// told their argument counts when `count_args` (counting costs a pass, so only a guard with
+/// extension routines asks).
+pub(super) fn read(sql: &str, calls: Calls<'_>, may: May<'_>, count_args: bool) -> Findings {
     let mut lexer = Lexer::new(sql);
     let mut toks = Vec::with_capacity(sql.len() / 4 + 4);
     let mut found = Findings::default();
@@ -103,7 +108,7 @@ pub(super) fn read(sql: &str, calls: Calls<'_>, count_args: bool) -> Findings {
             r.scan(Stop::NONE);
         }
     }
-    r.calls(count_args);
+    r.calls(may, count_args);
     #[cfg(test)]
     {
         r.found.steps = r.looks.get();
@@ -119,8 +124,8 @@ struct Exempt(usize);
 /// Whether token `t` of `sql` is the word `kw` (lower case), in any case.
 fn eq(sql: &[u8], t: Token, kw: &str) -> bool {
     t.kind == Kind::Word
-        && t.end - t.start == kw.len()
-        && sql[t.start..t.end].eq_ignore_ascii_case(kw.as_bytes())
+        && t.end() - t.start() == kw.len()
+        && sql[t.start()..t.end()].eq_ignore_ascii_case(kw.as_bytes())
 }
 
 /// The words that end a generic stretch of tokens at its own depth.
@@ -299,7 +304,7 @@ impl Reader<'_> {
     /// Every name before `(` or after `.` without an exception is a call: the first refused
     /// one is the finding. A call's schema is the name before its `.`, for `s.f(`; a name after
     /// `.` without `(` (`x.f`) is `f(x)`, whatever `x` is, so of one argument.
-    fn calls(&mut self, count_args: bool) {
+    fn calls(&mut self, may: May<'_>, count_args: bool) {
         // Read forward, so mostly in order already (a sort of sorted data is one pass).
         self.exempt.sort_unstable();
         let args = if count_args {
@@ -320,6 +325,12 @@ impl Reader<'_> {
             }
             while exempt.next_if(|e| e.0 < j).is_some() {}
             if exempt.peek().is_some_and(|e| e.0 == j) {
+                continue;
+            }
+            // An unquoted name's first byte and length are the token's (up to the cut).
+            if t.kind == Kind::Word
+                && !may(self.sql[t.start()], kept_len(self.sql, t.start(), t.end()))
+            {
                 continue;
             }
             let schema = (paren && dotted && j >= 2)
@@ -430,7 +441,7 @@ impl Reader<'_> {
             let keyword = match self.tok(1) {
                 Some(t) if t.kind == Kind::Quoted => true,
                 Some(t) if t.kind == Kind::Word => {
-                    eq(self.sql, t, "table") || !cannot_name_table(&self.sql[t.start..t.end])
+                    eq(self.sql, t, "table") || !cannot_name_table(&self.sql[t.start()..t.end()])
                 }
                 _ => false,
             };
@@ -778,7 +789,7 @@ impl Reader<'_> {
     fn item_name_at(&self, k: usize) -> bool {
         match self.tok(k) {
             Some(t) if t.kind == Kind::Word => {
-                !cannot_name_table(&self.sql[t.start..t.end])
+                !cannot_name_table(&self.sql[t.start()..t.end()])
                     || self.kind(k + 1) == Some(Kind::Open)
             }
             Some(t) => matches!(t.kind, Kind::Quoted | Kind::Escaped),
@@ -793,7 +804,7 @@ impl Reader<'_> {
         let named = match self.tok(0) {
             Some(t) if t.kind == Kind::Quoted => true,
             Some(t) if t.kind == Kind::Word => {
-                let w = &self.sql[t.start..t.end];
+                let w = &self.sql[t.start()..t.end()];
                 (with_as
                     || !(cannot_name_table(w)
                         || FOLLOWS_ITEM
@@ -862,7 +873,7 @@ impl Reader<'_> {
     /// `*` after a table's name (its inheritors too).
     fn star(&mut self) {
         if let Some(t) = self.tok(0) {
-            if t.kind == Kind::Op && &self.sql[t.start..t.end] == b"*" {
+            if t.kind == Kind::Op && &self.sql[t.start()..t.end()] == b"*" {
                 self.bump();
             }
         }
@@ -1032,7 +1043,7 @@ fn arguments(sql: &[u8], toks: &[Token]) -> Vec<u16> {
             top.tokens += 1;
             match t.kind {
                 Kind::Comma => top.commas = top.commas.saturating_add(1),
-                Kind::Op if &sql[t.start..t.end] == b"*" => top.star = true,
+                Kind::Op if &sql[t.start()..t.end()] == b"*" => top.star = true,
                 Kind::Word if eq(sql, *t, "variadic") || eq(sql, *t, "order") => top.unknown = true,
                 _ => {}
             }

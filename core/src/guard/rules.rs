@@ -1,9 +1,10 @@
 //! The rules, applied to what the reader found. Each rule is written for a class of statements,
 //! not for examples: `docs/GUARD.md` states every rule and the class it closes.
 
-use super::lexer::{Kind, Lexer, Name};
-use super::names::{refused_function, ExtensionNames};
-use super::reader::read;
+use super::lex::{for_each_candidate, is_space, is_word_start, word_end};
+use super::lexer::{kept_len, Kind, Lexer, Name, NAME_MAX};
+use super::names::{may_be_listed, refused_function, ExtensionNames, FUNCTIONS};
+use super::reader::{read, MAX_DEPTH};
 use super::{Mode, Reason};
 
 /// Words that may start a shared-path statement (after any number of `(`).
@@ -26,18 +27,29 @@ pub(super) fn verdict_with(sql: &str, mode: Mode, ext: &ExtensionNames) -> Optio
     let Some(first) = first.filter(|t| t.kind == Kind::Word) else {
         return Some(Reason::Empty);
     };
-    let word = &sql[first.start..first.end];
+    let word = &sql[first.start()..first.end()];
     if !LEADING.iter().any(|k| k.eq_ignore_ascii_case(word)) {
         return Some(Reason::LeadingKeyword(keyword_for_display(word)));
     }
 
-    if !needs_reading(sql.as_bytes()) {
+    if !needs_reading(sql.as_bytes(), mode, ext, word) {
         return None;
+    }
+    read_verdict(sql, mode, ext)
+}
+
+/// The verdict of the reader, past the leading keyword.
+fn read_verdict(sql: &str, mode: Mode, ext: &ExtensionNames) -> Option<Reason> {
+    // The reader's tokens hold 32-bit offsets; no message can carry a longer text anyway.
+    if u32::try_from(sql.len()).is_err() {
+        return Some(Reason::TooDeep);
     }
     let refused = |schema: Option<&Name>, name: &Name, args: Option<u16>| {
         refused_function(name.as_bytes(), mode).or_else(|| ext.refuses(schema, name, args))
     };
-    let found = read(sql, &refused, !ext.is_empty());
+    // Names whose first byte and length no refused name has are not looked up at all.
+    let may = |first: u8, len: usize| may_be_listed(first, len) || ext.may_name(first, len);
+    let found = read(sql, &refused, &may, !ext.is_empty());
 
     // The rules in a fixed order, so the reason does not depend on where things occur.
     // A second statement would escape every other rule's context (and the extended protocol
@@ -64,25 +76,123 @@ pub(super) fn verdict_with(sql: &str, mode: Mode, ext: &ExtensionNames) -> Optio
     found.pg_settings.then_some(Reason::UpdatePgSettings)
 }
 
+/// Whether the byte prefilter sends `sql` to the reader, and the reader's verdict regardless:
+/// the test that the prefilter never admits what the reader refuses.
+#[cfg(test)]
+pub(super) fn prefilter_and_reader(
+    sql: &str,
+    mode: Mode,
+    ext: &ExtensionNames,
+) -> (bool, Option<Reason>) {
+    let lead = Lexer::new(sql)
+        .find(|t| t.kind != Kind::Open)
+        .map_or("", |t| &sql[t.start()..t.end()]);
+    (
+        needs_reading(sql.as_bytes(), mode, ext, lead),
+        read_verdict(sql, mode, ext),
+    )
+}
+
 /// Tokens the reader looked at over `sql`, and how many tokens it has, for the test that
 /// reading is linear.
 #[cfg(test)]
 pub(super) fn steps(sql: &str) -> (usize, usize) {
     let tokens = Lexer::new(sql).count();
-    (read(sql, &|_, _, _| None, true).steps, tokens)
+    (read(sql, &|_, _, _| None, &|_, _| true, true).steps, tokens)
 }
 
-/// Whether any rule after the first could refuse `sql`: a call needs `(` or `.`, a second
-/// statement `;`, a `U&` construct `&`, the INTO rule the word INTO and the UPDATE rule the
-/// name `pg_settings` (a quoted spelling of it holds the same letters). A text with none of
-/// them is admitted without reading its structure, which costs one pass and no allocation.
-fn needs_reading(b: &[u8]) -> bool {
-    if b.iter().any(|c| matches!(c, b'(' | b'.' | b';' | b'&')) {
+/// Whether any rule after the first could refuse `sql`, from its bytes alone: a call needs a
+/// word that may be a refused name (checked by first byte and length, then by name), the INTO
+/// rule the word INTO (beyond the one an INSERT or MERGE starts with), the UPDATE rule the
+/// word `pg_settings`, a second statement a `;` with something after it, a `U&` construct
+/// `u&`, nesting towards the reader's depth `(` inside `(`. Words inside literals and comments count too, which only sends a text to
+/// the reader. A text with none of them is admitted without reading its structure: one pass
+/// over its bytes, chunk by chunk, and no allocation.
+fn needs_reading(b: &[u8], mode: Mode, ext: &ExtensionNames, lead: &str) -> bool {
+    // INSERT INTO and MERGE INTO: their own INTO is no SELECT's.
+    let own_into = lead.eq_ignore_ascii_case("insert") || lead.eq_ignore_ascii_case("merge");
+    let quotes = ext.has_unusual_names();
+    let mut intos = 0u32;
+    let mut depth = 0u32;
+    let mut word = |s: usize| -> bool {
+        let e = word_end(b, s);
+        // The server cuts a longer name to its first 63 bytes, on a character's boundary.
+        let len = kept_len(b, s, e);
+        let first = b[s];
+        let folded = first.to_ascii_lowercase();
+        let listed = may_be_listed(first, len)
+            || (folded == b'i' && len == 4)
+            || (folded == b'p' && len == 11);
+        if !listed && !ext.may_name(first, len) {
+            return false;
+        }
+        let mut buf = [0u8; NAME_MAX];
+        let lower = &mut buf[..len];
+        lower.copy_from_slice(&b[s..s + len]);
+        lower.make_ascii_lowercase();
+        if lower == b"into" {
+            intos += 1;
+            return intos > u32::from(own_into);
+        }
+        lower == b"pg_settings" || refused_function(lower, mode).is_some() || ext.may_call(lower)
+    };
+    if b.first().is_some_and(|&c| is_word_start(c)) && word(0) {
         return true;
     }
-    let has = |word: &[u8]| b.windows(word.len()).any(|w| w.eq_ignore_ascii_case(word));
-    has(b"into") || has(b"pg_settings")
+    // Only words whose first letter some name has: a bit a letter, and whether a name starts
+    // with `_` or a non-ASCII byte.
+    let letters = FIRST_LETTERS | ext.first_letters();
+    let others = ext.starts_otherwise();
+    let mut slow = false;
+    for_each_candidate(
+        b,
+        |c, next| {
+            let letter = next.is_ascii_alphabetic()
+                & ((letters >> ((next | 0x20).wrapping_sub(b'a') & 31)) & 1 != 0);
+            (c == b';')
+                | (c == b'&')
+                | (c == b'(')
+                | (c == b')')
+                | (quotes & (c == b'"'))
+                // A word starts after any byte that cannot start one: a digit (`1lastval`
+                // is a number and a name to the lexer) or `$` too.
+                | (!is_word_start(c) & (letter | (others & ((next == b'_') | (next >= 0x80)))))
+        },
+        |i| {
+            match b[i] {
+                // A `;` matters when anything follows it (a second statement); `&` when it
+                // makes `U&` (`&&`, `?&` are operators).
+                b';' => slow = !b[i + 1..].iter().all(|&c| is_space(c)),
+                b'&' => slow = i > 0 && b[i - 1] | 0x20 == b'u',
+                b'"' => slow = quotes,
+                b'(' => {
+                    depth += 1;
+                    // The reader's depth counts queries and FROM lists, each behind a `(`
+                    // (but the first): a text nested half as deep cannot reach it.
+                    slow = depth as usize >= MAX_DEPTH as usize / 2;
+                }
+                b')' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            if !slow && b.get(i + 1).is_some_and(|&c| is_word_start(c)) {
+                slow = word(i + 1);
+            }
+            !slow
+        },
+    );
+    slow
 }
+
+/// The first letters of the refused names, INTO and `pg_settings`, a bit each (`a` is bit 0).
+const FIRST_LETTERS: u32 = {
+    let mut bits = (1 << (b'i' - b'a')) | (1 << (b'p' - b'a'));
+    let mut i = 0;
+    while i < FUNCTIONS.len() {
+        bits |= 1 << (FUNCTIONS[i].0.as_bytes()[0] - b'a');
+        i += 1;
+    }
+    bits
+};
 
 /// Lower-cased, at most 64 bytes (cut on a character boundary).
 fn keyword_for_display(word: &str) -> String {

@@ -607,3 +607,97 @@ fn nesting_past_what_the_reader_follows_is_refused() {
         .expect("no stack overflow");
     assert_eq!(verdict, None);
 }
+
+#[test]
+fn the_byte_prefilter_never_admits_what_the_reader_refuses() {
+    // Fragments that collide: refused names in every case, quotes, comments, U&, `;`, INTO,
+    // pg_settings, long names, digits and `$` glued to names, nesting.
+    const FRAGMENTS: &[&str] = &[
+        "SELECT ",
+        "INSERT INTO t ",
+        "WITH x AS (",
+        "UPDATE ",
+        "(",
+        ")",
+        "(",
+        ".",
+        ",",
+        " ",
+        "\n",
+        ";",
+        "; ",
+        "'",
+        "\"",
+        "$$",
+        "$q$",
+        "--",
+        "/*",
+        "*/",
+        "E'\\'",
+        "U&",
+        "u&\"",
+        "&",
+        "&&",
+        "lastval",
+        "LastVal",
+        "\"lastval\"",
+        "set_config(",
+        "(1).setseed",
+        "1lastval(",
+        "$lastval(",
+        "a$lastval(",
+        "xpath_table",
+        "into ",
+        "INTO TEMP t",
+        " into pg_temp.t",
+        "pg_settings",
+        "UPDATE pg_settings SET",
+        "isn_weak",
+        "keeps_state",
+        "\"Odd Name\"(",
+        "odd",
+        "é",
+        "nextval(",
+        "n",
+        "x",
+        "1",
+        "$1",
+        "::int",
+        "AS lastval(v)",
+        "FROM t lastval(v)",
+    ];
+    let ext = std::sync::Arc::new(ExtensionFunctions::new(&[]));
+    ext.publish([
+        routine("public", "keeps_state", 0, 0, false),
+        routine("ext", "Odd Name", 1, 0, false),
+        routine("public", &format!("{}é", "n".repeat(61)), 0, 0, false),
+    ]);
+    let names = ext.current();
+    let none = ExtensionNames::none();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut read = 0;
+    for case in 0..200_000 {
+        let mut sql = String::new();
+        for _ in 0..(next() % 12 + 1) {
+            sql.push_str(FRAGMENTS[(next() % FRAGMENTS.len() as u64) as usize]);
+        }
+        if case % 1000 == 0 {
+            // A long name cut on a character's boundary into an extension routine's name.
+            sql = format!("SELECT {}é{}()", "n".repeat(61), "x".repeat(case % 7));
+        }
+        for ext in [&*names, &none] {
+            for mode in [Mode::Default, Mode::Strict] {
+                let (reads, verdict) = super::rules::prefilter_and_reader(&sql, mode, ext);
+                read += usize::from(reads);
+                assert!(reads || verdict.is_none(), "{mode:?} {sql:?}: {verdict:?}");
+            }
+        }
+    }
+    assert!(read > 100_000, "the generator reaches the reader ({read})");
+}
