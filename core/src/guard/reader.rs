@@ -63,8 +63,15 @@ pub(super) type May<'a> = &'a dyn Fn(u8, usize) -> bool;
 
 /// Reads `sql`; `calls` says which calls are refused (`may` first rules most names out), and is
 /// told their argument counts when `count_args` (counting costs a pass, so only a guard with
-/// extension routines asks).
-pub(super) fn read(sql: &str, calls: Calls<'_>, may: May<'_>, count_args: bool) -> Findings {
+/// extension routines asks). Without `find_calls` (no word of the text could be a refused
+/// name) the calls are not looked for at all.
+pub(super) fn read(
+    sql: &str,
+    calls: Calls<'_>,
+    may: May<'_>,
+    find_calls: bool,
+    count_args: bool,
+) -> Findings {
     let mut lexer = Lexer::new(sql);
     let mut toks = Vec::with_capacity(sql.len() / 4 + 4);
     let mut found = Findings::default();
@@ -108,7 +115,9 @@ pub(super) fn read(sql: &str, calls: Calls<'_>, may: May<'_>, count_args: bool) 
             r.scan(Stop::NONE);
         }
     }
-    r.calls(may, count_args);
+    if find_calls {
+        r.calls(may, count_args);
+    }
     #[cfg(test)]
     {
         r.found.steps = r.looks.get();
@@ -833,8 +842,15 @@ impl Reader<'_> {
         self.exempt_parts(start);
         let mut pg_temp = false;
         for t in &self.toks[start..self.i] {
-            if Some(*t) != last && matches!(t.kind, Kind::Word | Kind::Quoted) {
-                pg_temp |= is_pg_temp(Name::of(self.sql, *t).as_bytes());
+            // Only a part that could spell `pg_temp` is built into a name.
+            let could = match t.kind {
+                Kind::Word => t.end() - t.start() >= 7 && self.sql[t.start()] | 0x20 == b'p',
+                Kind::Quoted => true,
+                _ => false,
+            };
+            if Some(*t) != last && could && is_pg_temp(Name::of(self.sql, *t).as_bytes()) {
+                pg_temp = true;
+                break;
             }
         }
         pg_temp

@@ -4,7 +4,7 @@
 use super::lex::{for_each_candidate, is_space, is_word_start, word_end};
 use super::lexer::{kept_len, Kind, Lexer, Name, NAME_MAX};
 use super::names::{may_be_listed, refused_function, ExtensionNames, FUNCTIONS};
-use super::reader::{read, MAX_DEPTH};
+use super::reader::read;
 use super::{Mode, Reason};
 
 /// Words that may start a shared-path statement (after any number of `(`).
@@ -32,14 +32,15 @@ pub(super) fn verdict_with(sql: &str, mode: Mode, ext: &ExtensionNames) -> Optio
         return Some(Reason::LeadingKeyword(keyword_for_display(word)));
     }
 
-    if !needs_reading(sql.as_bytes(), mode, ext, word) {
+    let found = prefilter(sql.as_bytes(), mode, ext, word);
+    if !found.read {
         return None;
     }
-    read_verdict(sql, mode, ext)
+    read_verdict(sql, mode, ext, found.names)
 }
 
 /// The verdict of the reader, past the leading keyword.
-fn read_verdict(sql: &str, mode: Mode, ext: &ExtensionNames) -> Option<Reason> {
+fn read_verdict(sql: &str, mode: Mode, ext: &ExtensionNames, names: bool) -> Option<Reason> {
     // The reader's tokens hold 32-bit offsets; no message can carry a longer text anyway.
     if u32::try_from(sql.len()).is_err() {
         return Some(Reason::TooDeep);
@@ -49,7 +50,7 @@ fn read_verdict(sql: &str, mode: Mode, ext: &ExtensionNames) -> Option<Reason> {
     };
     // Names whose first byte and length no refused name has are not looked up at all.
     let may = |first: u8, len: usize| may_be_listed(first, len) || ext.may_name(first, len);
-    let found = read(sql, &refused, &may, !ext.is_empty());
+    let found = read(sql, &refused, &may, names, !ext.is_empty());
 
     // The rules in a fixed order, so the reason does not depend on where things occur.
     // A second statement would escape every other rule's context (and the extended protocol
@@ -76,8 +77,9 @@ fn read_verdict(sql: &str, mode: Mode, ext: &ExtensionNames) -> Option<Reason> {
     found.pg_settings.then_some(Reason::UpdatePgSettings)
 }
 
-/// Whether the byte prefilter sends `sql` to the reader, and the reader's verdict regardless:
-/// the test that the prefilter never admits what the reader refuses.
+/// Whether the byte prefilter sends `sql` to the reader, and skips only what changes nothing,
+/// and the reader's verdict regardless: the test that the prefilter never admits what the
+/// reader refuses.
 #[cfg(test)]
 pub(super) fn prefilter_and_reader(
     sql: &str,
@@ -87,10 +89,12 @@ pub(super) fn prefilter_and_reader(
     let lead = Lexer::new(sql)
         .find(|t| t.kind != Kind::Open)
         .map_or("", |t| &sql[t.start()..t.end()]);
-    (
-        needs_reading(sql.as_bytes(), mode, ext, lead),
-        read_verdict(sql, mode, ext),
-    )
+    let found = prefilter(sql.as_bytes(), mode, ext, lead);
+    // The reader with every pass, whatever the prefilter said.
+    let verdict = read_verdict(sql, mode, ext, true);
+    // Skipping the calls' pass is sound only where no name was seen.
+    let skipped = read_verdict(sql, mode, ext, found.names);
+    (found.read && (found.names || skipped == verdict), verdict)
 }
 
 /// Tokens the reader looked at over `sql`, and how many tokens it has, for the test that
@@ -98,23 +102,37 @@ pub(super) fn prefilter_and_reader(
 #[cfg(test)]
 pub(super) fn steps(sql: &str) -> (usize, usize) {
     let tokens = Lexer::new(sql).count();
-    (read(sql, &|_, _, _| None, &|_, _| true, true).steps, tokens)
+    (
+        read(sql, &|_, _, _| None, &|_, _| true, true, true).steps,
+        tokens,
+    )
+}
+
+/// What the byte prefilter found.
+#[derive(Clone, Copy, Debug, Default)]
+struct Prefilter {
+    /// Some rule past the first could refuse the text: it must be read.
+    read: bool,
+    /// Some word may be a refused name (or an extension routine's): its calls must be looked
+    /// up. Without one, the reader skips that pass.
+    names: bool,
 }
 
 /// Whether any rule after the first could refuse `sql`, from its bytes alone: a call needs a
 /// word that may be a refused name (checked by first byte and length, then by name), the INTO
 /// rule the word INTO (beyond the one an INSERT or MERGE starts with), the UPDATE rule the
 /// word `pg_settings`, a second statement a `;` with something after it, a `U&` construct
-/// `u&`, nesting towards the reader's depth `(` inside `(`. Words inside literals and comments count too, which only sends a text to
-/// the reader. A text with none of them is admitted without reading its structure: one pass
-/// over its bytes, chunk by chunk, and no allocation.
-fn needs_reading(b: &[u8], mode: Mode, ext: &ExtensionNames, lead: &str) -> bool {
+/// `u&`. Words inside literals and comments count too, which only sends a text to the reader.
+/// A text with none of them is admitted without reading its structure, however deep it nests
+/// (only what the reader reads can be too deep for it): one pass over its bytes, chunk by
+/// chunk, and no allocation.
+fn prefilter(b: &[u8], mode: Mode, ext: &ExtensionNames, lead: &str) -> Prefilter {
     // INSERT INTO and MERGE INTO: their own INTO is no SELECT's.
     let own_into = lead.eq_ignore_ascii_case("insert") || lead.eq_ignore_ascii_case("merge");
     let quotes = ext.has_unusual_names();
     let mut intos = 0u32;
-    let mut depth = 0u32;
-    let mut word = |s: usize| -> bool {
+    let mut found = Prefilter::default();
+    let mut word = |s: usize, found: &mut Prefilter| {
         let e = word_end(b, s);
         // The server cuts a longer name to its first 63 bytes, on a character's boundary.
         let len = kept_len(b, s, e);
@@ -124,7 +142,7 @@ fn needs_reading(b: &[u8], mode: Mode, ext: &ExtensionNames, lead: &str) -> bool
             || (folded == b'i' && len == 4)
             || (folded == b'p' && len == 11);
         if !listed && !ext.may_name(first, len) {
-            return false;
+            return;
         }
         let mut buf = [0u8; NAME_MAX];
         let lower = &mut buf[..len];
@@ -132,18 +150,21 @@ fn needs_reading(b: &[u8], mode: Mode, ext: &ExtensionNames, lead: &str) -> bool
         lower.make_ascii_lowercase();
         if lower == b"into" {
             intos += 1;
-            return intos > u32::from(own_into);
+            found.read |= intos > u32::from(own_into);
+        } else if lower == b"pg_settings" {
+            found.read = true;
+        } else if refused_function(lower, mode).is_some() || ext.may_call(lower) {
+            found.read = true;
+            found.names = true;
         }
-        lower == b"pg_settings" || refused_function(lower, mode).is_some() || ext.may_call(lower)
     };
-    if b.first().is_some_and(|&c| is_word_start(c)) && word(0) {
-        return true;
+    if b.first().is_some_and(|&c| is_word_start(c)) {
+        word(0, &mut found);
     }
     // Only words whose first letter some name has: a bit a letter, and whether a name starts
     // with `_` or a non-ASCII byte.
     let letters = FIRST_LETTERS | ext.first_letters();
     let others = ext.starts_otherwise();
-    let mut slow = false;
     for_each_candidate(
         b,
         |c, next| {
@@ -151,8 +172,6 @@ fn needs_reading(b: &[u8], mode: Mode, ext: &ExtensionNames, lead: &str) -> bool
                 & ((letters >> ((next | 0x20).wrapping_sub(b'a') & 31)) & 1 != 0);
             (c == b';')
                 | (c == b'&')
-                | (c == b'(')
-                | (c == b')')
                 | (quotes & (c == b'"'))
                 // A word starts after any byte that cannot start one: a digit (`1lastval`
                 // is a number and a name to the lexer) or `$` too.
@@ -162,25 +181,23 @@ fn needs_reading(b: &[u8], mode: Mode, ext: &ExtensionNames, lead: &str) -> bool
             match b[i] {
                 // A `;` matters when anything follows it (a second statement); `&` when it
                 // makes `U&` (`&&`, `?&` are operators).
-                b';' => slow = !b[i + 1..].iter().all(|&c| is_space(c)),
-                b'&' => slow = i > 0 && b[i - 1] | 0x20 == b'u',
-                b'"' => slow = quotes,
-                b'(' => {
-                    depth += 1;
-                    // The reader's depth counts queries and FROM lists, each behind a `(`
-                    // (but the first): a text nested half as deep cannot reach it.
-                    slow = depth as usize >= MAX_DEPTH as usize / 2;
+                b';' => found.read |= !b[i + 1..].iter().all(|&c| is_space(c)),
+                b'&' => found.read |= i > 0 && b[i - 1] | 0x20 == b'u',
+                // A name that only a quoted spelling can write.
+                b'"' if quotes => {
+                    found.read = true;
+                    found.names = true;
                 }
-                b')' => depth = depth.saturating_sub(1),
                 _ => {}
             }
-            if !slow && b.get(i + 1).is_some_and(|&c| is_word_start(c)) {
-                slow = word(i + 1);
+            if b.get(i + 1).is_some_and(|&c| is_word_start(c)) {
+                word(i + 1, &mut found);
             }
-            !slow
+            // Once a name is seen there is nothing left to learn.
+            !found.names
         },
     );
-    slow
+    found
 }
 
 /// The first letters of the refused names, INTO and `pg_settings`, a bit each (`a` is bit 0).
