@@ -547,6 +547,28 @@ fn on_a_real_server_the_closed_classes_change_session_state() {
         .collect();
     assert_eq!(lines, ["1", "on", "t"], "{out}");
 
+    // The views of the session's own state show another caller's statements on a shared
+    // connection, literals included: refused, and on the server they do show them.
+    let views = [
+        "SELECT statement FROM pg_prepared_statements",
+        "SELECT ident FROM pg_backend_memory_contexts WHERE name = 'CachedPlanSource'",
+        "SELECT statement FROM pg_cursors",
+    ];
+    for sql in views {
+        assert!(verdict(Mode::Default, sql).is_some(), "admitted: {sql}");
+    }
+    let script = format!(
+        "PREPARE secret AS SELECT 'hunter2';\nEXECUTE secret;\n{};\n{};\nBEGIN;\n\
+         DECLARE c CURSOR FOR SELECT 'swordfish';\n{};\nCOMMIT;\n",
+        views[0], views[1], views[2]
+    );
+    let out = pgpipe_tests::shared().psql(&script).expect("psql");
+    assert!(out.matches("hunter2").count() >= 3, "{out}");
+    assert!(
+        out.contains("DECLARE c CURSOR FOR SELECT 'swordfish'"),
+        "{out}"
+    );
+
     let admitted = [
         "INSERT INTO temp.readings (v) VALUES (1)",
         "INSERT INTO temp VALUES (2)",

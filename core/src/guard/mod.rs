@@ -64,6 +64,10 @@ pub enum Reason {
     /// state, with an overload that takes the call's argument count (the client reads them
     /// from the catalog, `docs/GUARD.md`); its name, exactly.
     ExtensionFunction(String),
+    /// A view that shows the connection's session state (`pg_prepared_statements`,
+    /// `pg_cursors`, `pg_backend_memory_contexts`): on a shared connection, other callers'
+    /// statements, literals included. The view's name.
+    SessionView(&'static str),
     /// Queries nested deeper than the guard reads (200 levels of subqueries or parenthesised
     /// FROM lists), or a text past 4 GiB (which no message could carry): what it has not read
     /// it cannot prove neutral.
@@ -98,6 +102,11 @@ impl fmt::Display for Reason {
                  session state"
             ),
             Reason::TooDeep => f.write_str("queries nested deeper than the guard reads"),
+            Reason::SessionView(name) => write!(
+                f,
+                "read of `{name}`, which shows the connection's session state (other callers' \
+                 statements)"
+            ),
         }
     }
 }

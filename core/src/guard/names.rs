@@ -74,7 +74,10 @@ pub(super) const FUNCTIONS: &[(&str, Kind)] = &[
     ("pg_copy_physical_replication_slot", Session),
     ("pg_create_logical_replication_slot", Session), // may create a temporary slot
     ("pg_create_physical_replication_slot", Session),
+    ("pg_cursor", Session), // the session's cursors (what pg_cursors shows)
     ("pg_export_snapshot", Strict), // lives as long as the exporting transaction
+    ("pg_get_backend_memory_contexts", Session), // the session's plans, other callers' SQL in them
+    ("pg_prepared_statement", Session), // the connection's prepared statements: others' SQL
     ("pg_replication_origin_session_is_setup", Session), // the origin is set per session
     ("pg_replication_origin_session_progress", Session),
     ("pg_replication_origin_session_reset", Session),
@@ -165,6 +168,64 @@ pub(super) fn refused_function(name: &[u8], mode: Mode) -> Option<Reason> {
         (SqlText, _) => Some(Reason::SqlTextCall(name)),
         (Strict, Mode::Default) => None,
     }
+}
+
+/// The refused functions that belong to contrib extensions, which may be installed in any
+/// schema: a call qualified by any schema may be theirs. The others are built-ins, in
+/// `pg_catalog`. Sorted.
+const CONTRIB: &[&str] = &[
+    "connectby",
+    "crosstab",
+    "crosstab2",
+    "crosstab3",
+    "crosstab4",
+    "dblink_cancel_query",
+    "dblink_close",
+    "dblink_connect",
+    "dblink_connect_u",
+    "dblink_disconnect",
+    "dblink_error_message",
+    "dblink_fetch",
+    "dblink_get_connections",
+    "dblink_get_notify",
+    "dblink_get_result",
+    "dblink_is_busy",
+    "dblink_open",
+    "dblink_send_query",
+    "isn_weak",
+    "postgres_fdw_disconnect",
+    "postgres_fdw_disconnect_all",
+    "postgres_fdw_get_connections",
+    "sepgsql_setcon",
+    "set_limit",
+    "xpath_table",
+];
+
+/// Whether a call of the listed `name` qualified by `schema` may reach the listed function: a
+/// built-in only through `pg_catalog` (`billing.set_config(...)` is the application's own), a
+/// contrib function through any schema.
+pub(super) fn reaches_listed(schema: &[u8], name: &[u8]) -> bool {
+    schema == b"pg_catalog" || CONTRIB.iter().any(|c| c.as_bytes() == name)
+}
+
+/// Views that show the session's own state: on a shared connection, other callers' statements
+/// (their text, literals included) and cursors. Sorted, lower case.
+const SESSION_VIEWS: &[&str] = &[
+    "pg_backend_memory_contexts",
+    "pg_cursors",
+    "pg_prepared_statements",
+];
+
+/// Whether a word whose first byte is `first` and whose length is `len` could be one of
+/// [`SESSION_VIEWS`].
+#[inline]
+pub(super) fn may_be_view(first: u8, len: usize) -> bool {
+    first | 0x20 == b'p' && matches!(len, 10 | 22 | 26)
+}
+
+/// The session view `name` (as the server keeps it) is, if any.
+pub(super) fn session_view(name: &[u8]) -> Option<&'static str> {
+    SESSION_VIEWS.iter().copied().find(|v| v.as_bytes() == name)
 }
 
 /// Volatile functions of PostgreSQL 15's contrib extensions that keep no session state: the
@@ -636,6 +697,12 @@ mod tests {
         }
         assert_eq!(FUNCTIONS.iter().map(|f| f.0.len()).min(), Some(SHORTEST));
         assert_eq!(FUNCTIONS.iter().map(|f| f.0.len()).max(), Some(LONGEST));
+        for pair in CONTRIB.windows(2) {
+            assert!(pair[0] < pair[1], "{} before {}", pair[0], pair[1]);
+        }
+        for c in CONTRIB {
+            assert!(is_listed(c), "{c}");
+        }
         for pair in CANNOT_NAME_TABLE.windows(2) {
             assert!(pair[0] < pair[1], "{} before {}", pair[0], pair[1]);
         }

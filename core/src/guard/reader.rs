@@ -8,14 +8,14 @@
 //! then found in one pass over every token, so whatever the reader does not follow, or reads
 //! wrongly, gets no exception: a construct it does not know can cost a false refusal, never a
 //! bypass. A name after `.` is a call too (PostgreSQL reads `x.f` as `f(x)` when `x` has no
-//! field `f`), except the parts of a relation's or a type's name.
+//! field `f`), except the parts of a type's name.
 //!
 //! Every token is visited once: the reader moves forward only, keeps what it needs of the
 //! context on a stack, and gives up (refusing) past [`MAX_DEPTH`] nested queries, where the
 //! server's own parser would also give up long before.
 
 use super::lexer::{kept_len, Kind, Lexer, Name, Token};
-use super::names::cannot_name_table;
+use super::names::{cannot_name_table, may_be_view, session_view};
 use super::Reason;
 
 /// Nested queries (and parenthesised FROM lists) the reader follows; deeper is refused.
@@ -41,6 +41,8 @@ pub(super) struct Findings {
     pub(super) uescape: bool,
     /// The first refused call.
     pub(super) call: Option<Reason>,
+    /// The first name of a view that shows the session's state.
+    pub(super) view: Option<&'static str>,
     /// `SELECT ... INTO` a temporary table or a table in `pg_temp`.
     pub(super) into: Option<Reason>,
     /// An UPDATE of `pg_settings` as the statement (or its first operand).
@@ -80,7 +82,8 @@ pub(super) fn read(
         match t.kind {
             Kind::Escaped => found.escaped_name = true,
             Kind::Word if eq(sql.as_bytes(), t, "uescape") => found.uescape = true,
-            Kind::Semicolon if !after_semicolon => {
+            // Empty statements (`SELECT 1;;`) are nothing: the server drops them.
+            Kind::Semicolon => {
                 after_semicolon = true;
                 continue;
             }
@@ -327,6 +330,12 @@ impl Reader<'_> {
             if !matches!(t.kind, Kind::Word | Kind::Quoted | Kind::Escaped) {
                 continue;
             }
+            // A session view, wherever its name stands (a column of that name too: rare).
+            if self.found.view.is_none()
+                && (t.kind != Kind::Word || may_be_view(self.sql[t.start()], t.end() - t.start()))
+            {
+                self.found.view = session_view(Name::of(self.sql, *t).as_bytes());
+            }
             let paren = toks.get(j + 1).is_some_and(|n| n.kind == Kind::Open);
             let dotted = j > 0 && toks[j - 1].kind == Kind::Dot;
             if !(paren || dotted) {
@@ -351,8 +360,10 @@ impl Reader<'_> {
                 false => Some(1),
             };
             let name = Name::of(self.sql, *t);
-            self.found.call = (self.calls)(schema.as_ref(), &name, count);
-            if self.found.call.is_some() {
+            if self.found.call.is_none() {
+                self.found.call = (self.calls)(schema.as_ref(), &name, count);
+            }
+            if self.found.call.is_some() && self.found.view.is_some() {
                 return;
             }
         }
@@ -512,9 +523,7 @@ impl Reader<'_> {
         if paren {
             self.bump();
         }
-        let start = self.i;
         let last = self.relation_name();
-        self.exempt_parts(start);
         if paren && self.kind(0) == Some(Kind::Close) {
             self.bump();
         }
@@ -759,14 +768,13 @@ impl Reader<'_> {
                     self.scan(Stop::JOIN_ON);
                     return;
                 }
-                let start = self.i;
                 self.name_chain();
                 if self.kind(0) == Some(Kind::Open) {
                     // A function: its name is a call.
                     self.parenthesised();
                 } else {
-                    // A relation: its parts are no calls.
-                    self.exempt_parts(start);
+                    // A relation. Its parts after a dot get no exception: were this place
+                    // misread, `v.f` (PostgreSQL's `f(v)`) would pass for a table's name.
                     self.star();
                 }
             }
@@ -834,12 +842,13 @@ impl Reader<'_> {
         }
     }
 
-    /// A relation's name, `[db.][schema.]name`: no call. Returns whether `pg_temp[_N]` is among
-    /// its qualifiers.
+    /// A relation's name, `[db.][schema.]name`. Returns whether `pg_temp[_N]` is among its
+    /// qualifiers. Its parts after a dot are checked as calls like any `.name`: a table named
+    /// like a refused function and qualified (`s.lastval`) costs a false refusal, where an
+    /// exception would let a misread `v.f` through.
     fn relation(&mut self) -> bool {
         let start = self.i;
         let last = self.relation_name();
-        self.exempt_parts(start);
         let mut pg_temp = false;
         for t in &self.toks[start..self.i] {
             // Only a part that could spell `pg_temp` is built into a name.
@@ -875,9 +884,9 @@ impl Reader<'_> {
         self.relation_name();
     }
 
-    /// The parts after a `.` of the dotted name read from token `start` are no calls (a
-    /// relation's or a type's schema-qualified name). Its last part before a `(` keeps no
-    /// exception from this: that is granted only where the grammar allows it.
+    /// The parts after a `.` of the dotted name read from token `start` are no calls (a type's
+    /// schema-qualified name). Its last part before a `(` keeps no exception from this: that is
+    /// granted only where the grammar allows it.
     fn exempt_parts(&mut self, start: usize) {
         for j in start + 1..self.i {
             if self.toks[j - 1].kind == Kind::Dot {
@@ -948,6 +957,11 @@ impl Reader<'_> {
                 }
                 Kind::Word if top && self.stops(t, stop, cases) => return,
                 Kind::Word => {
+                    // A label after AS is a name, whatever keyword it spells (`AS into`).
+                    if self.i > 0 && eq(self.sql, self.toks[self.i - 1], "as") {
+                        self.bump();
+                        continue;
+                    }
                     if eq(self.sql, t, "case") {
                         cases += 1;
                     } else if eq(self.sql, t, "end") {
@@ -957,6 +971,14 @@ impl Reader<'_> {
                         if self.type_name() {
                             parens.push(Paren::Plain);
                         }
+                        continue;
+                    } else if eq(self.sql, t, "into") {
+                        // An INTO no statement's structure took (INSERT's and MERGE's are
+                        // theirs, SELECT's is read with its SELECT): wherever it stands it is
+                        // judged as the statement's own, which costs nothing where the server
+                        // would reject it and closes any place the reader misread.
+                        self.bump();
+                        self.select_into(Level::Top);
                         continue;
                     }
                     let cast = (eq(self.sql, t, "cast") || eq(self.sql, t, "treat"))
@@ -983,8 +1005,17 @@ impl Reader<'_> {
         if !stop.words.iter().any(|w| eq(self.sql, t, w)) {
             return false;
         }
+        let before = |k: usize| self.i.checked_sub(k).map(|j| self.toks[j]);
+        let after = |word: &str| before(1).is_some_and(|p| eq(self.sql, p, word));
+        // A keyword after AS is a column's label (`SELECT 1 AS from`); GROUP after WITHIN and
+        // FOR after COLLATION belong to an expression.
+        if after("as")
+            || (eq(self.sql, t, "group") && after("within"))
+            || (eq(self.sql, t, "for") && after("collation"))
+        {
+            return false;
+        }
         if eq(self.sql, t, "from") {
-            let before = |k: usize| self.i.checked_sub(k).map(|j| self.toks[j]);
             let distinct = before(1).is_some_and(|p| eq(self.sql, p, "distinct"));
             let is = before(2).is_some_and(|p| eq(self.sql, p, "is"))
                 || (before(2).is_some_and(|p| eq(self.sql, p, "not"))

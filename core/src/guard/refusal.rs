@@ -114,6 +114,7 @@ impl Reason {
             }
             Reason::LeadingKeyword(_) => RefusalKind::Unrecognized,
             Reason::ForbiddenCall(_)
+            | Reason::SessionView(_)
             | Reason::IntoTemp
             | Reason::IntoPgTemp
             | Reason::UpdatePgSettings => RefusalKind::SessionChanging,

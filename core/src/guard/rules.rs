@@ -3,7 +3,10 @@
 
 use super::lex::{for_each_candidate, is_space, is_word_start, word_end};
 use super::lexer::{kept_len, Kind, Lexer, Name, NAME_MAX};
-use super::names::{may_be_listed, refused_function, ExtensionNames, FUNCTIONS};
+use super::names::{
+    may_be_listed, may_be_view, reaches_listed, refused_function, session_view, ExtensionNames,
+    FUNCTIONS,
+};
 use super::reader::read;
 use super::{Mode, Reason};
 
@@ -46,7 +49,9 @@ fn read_verdict(sql: &str, mode: Mode, ext: &ExtensionNames, names: bool) -> Opt
         return Some(Reason::TooDeep);
     }
     let refused = |schema: Option<&Name>, name: &Name, args: Option<u16>| {
-        refused_function(name.as_bytes(), mode).or_else(|| ext.refuses(schema, name, args))
+        let listed = refused_function(name.as_bytes(), mode)
+            .filter(|_| schema.is_none_or(|s| reaches_listed(s.as_bytes(), name.as_bytes())));
+        listed.or_else(|| ext.refuses(schema, name, args))
     };
     // Names whose first byte and length no refused name has are not looked up at all.
     let may = |first: u8, len: usize| may_be_listed(first, len) || ext.may_name(first, len);
@@ -70,6 +75,9 @@ fn read_verdict(sql: &str, mode: Mode, ext: &ExtensionNames, names: bool) -> Opt
     }
     if found.call.is_some() {
         return found.call;
+    }
+    if let Some(view) = found.view {
+        return Some(Reason::SessionView(view));
     }
     if found.into.is_some() {
         return found.into;
@@ -131,6 +139,7 @@ fn prefilter(b: &[u8], mode: Mode, ext: &ExtensionNames, lead: &str) -> Prefilte
     let own_into = lead.eq_ignore_ascii_case("insert") || lead.eq_ignore_ascii_case("merge");
     let quotes = ext.has_unusual_names();
     let mut intos = 0u32;
+    let mut empty_tail = false;
     let mut found = Prefilter::default();
     let mut word = |s: usize, found: &mut Prefilter| {
         let e = word_end(b, s);
@@ -139,6 +148,7 @@ fn prefilter(b: &[u8], mode: Mode, ext: &ExtensionNames, lead: &str) -> Prefilte
         let first = b[s];
         let folded = first.to_ascii_lowercase();
         let listed = may_be_listed(first, len)
+            || may_be_view(first, len)
             || (folded == b'i' && len == 4)
             || (folded == b'p' && len == 11);
         if !listed && !ext.may_name(first, len) {
@@ -153,7 +163,10 @@ fn prefilter(b: &[u8], mode: Mode, ext: &ExtensionNames, lead: &str) -> Prefilte
             found.read |= intos > u32::from(own_into);
         } else if lower == b"pg_settings" {
             found.read = true;
-        } else if refused_function(lower, mode).is_some() || ext.may_call(lower) {
+        } else if refused_function(lower, mode).is_some()
+            || session_view(lower).is_some()
+            || ext.may_call(lower)
+        {
             found.read = true;
             found.names = true;
         }
@@ -179,9 +192,14 @@ fn prefilter(b: &[u8], mode: Mode, ext: &ExtensionNames, lead: &str) -> Prefilte
         },
         |i| {
             match b[i] {
-                // A `;` matters when anything follows it (a second statement); `&` when it
-                // makes `U&` (`&&`, `?&` are operators).
-                b';' => found.read |= !b[i + 1..].iter().all(|&c| is_space(c)),
+                // A `;` matters when a statement follows it; `&` when it makes `U&` (`&&`,
+                // `?&` are operators).
+                // (Empty statements, `;;`, are nothing. The rest is looked at once: after a
+                // `;` with only `;` and spaces after it, every later one has the same.)
+                b';' if !found.read && !empty_tail => {
+                    empty_tail = b[i + 1..].iter().all(|&c| is_space(c) || c == b';');
+                    found.read = !empty_tail;
+                }
                 b'&' => found.read |= i > 0 && b[i - 1] | 0x20 == b'u',
                 // A name that only a quoted spelling can write.
                 b'"' if quotes => {

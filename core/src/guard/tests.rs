@@ -711,3 +711,108 @@ fn the_byte_prefilter_never_admits_what_the_reader_refuses() {
     }
     assert!(read > 100_000, "the generator reaches refusals ({read})");
 }
+
+#[test]
+fn keywords_as_labels_and_inside_expressions_do_not_end_the_target_list() {
+    // Found by red-teaming the reader: a stop word as a column label, WITHIN GROUP and
+    // COLLATION FOR ended the target list early, so the INTO after them went unread.
+    for sql in [
+        "SELECT 1 AS from INTO TEMP t",
+        "SELECT 1 AS into INTO TEMP t",
+        "SELECT 1 AS where INTO TEMP t",
+        "SELECT id, name AS from INTO TEMP t FROM users",
+        "SELECT mode() WITHIN GROUP (ORDER BY 1) INTO TEMP t",
+        "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY age) AS median INTO TEMP t FROM users",
+        "SELECT COLLATION FOR ('a') INTO TEMP t",
+        "(SELECT 1 AS union INTO TEMP t)",
+    ] {
+        assert_eq!(refused(sql), Some(Reason::IntoTemp), "{sql}");
+    }
+    assert_eq!(
+        refused("SELECT 1 AS from INTO pg_temp.t"),
+        Some(Reason::IntoPgTemp)
+    );
+    // `v.f` is `f(v)`: a relation's parts after a dot get no exception, so a misread place
+    // cannot pass it for a table's name.
+    for sql in [
+        "SELECT 1 AS from, v.pg_advisory_lock FROM int8(42) v",
+        "SELECT * FROM s.pg_advisory_lock",
+        "UPDATE s.lastval SET v = 1",
+    ] {
+        assert!(refused(sql).is_some(), "{sql}");
+    }
+    // An INTO no statement took is judged where it stands (the server rejects this one).
+    assert_eq!(
+        refused("SELECT 1 FROM t WHERE true INTO TEMP t2"),
+        Some(Reason::IntoTemp)
+    );
+    // A nested SELECT's own INTO is an error on the server.
+    assert_eq!(refused("SELECT (SELECT 1 INTO TEMP t)"), None);
+    for sql in [
+        "SELECT 1 AS from FROM t",
+        "SELECT x AS order, y AS group FROM t ORDER BY 1",
+        "SELECT count(*) AS limit FROM t LIMIT 1",
+        "SELECT mode() WITHIN GROUP (ORDER BY a) FROM t GROUP BY b",
+        "SELECT COLLATION FOR (name) FROM t",
+        "INSERT INTO temp.readings (v) VALUES (1)",
+    ] {
+        assert_eq!(refused(sql), None, "{sql}");
+    }
+}
+
+#[test]
+fn empty_statements_views_of_the_session_and_qualified_built_ins() {
+    for sql in ["SELECT 1;;", "SELECT 1; ; ;", "SELECT 1;\n;  "] {
+        assert_eq!(refused(sql), None, "{sql}");
+    }
+    assert_eq!(
+        refused("SELECT 1;; SELECT 2"),
+        Some(Reason::MultipleStatements)
+    );
+    // On a shared connection these show other callers' statements, literals included.
+    for (sql, view) in [
+        (
+            "SELECT name, statement FROM pg_prepared_statements",
+            "pg_prepared_statements",
+        ),
+        (
+            "SELECT * FROM pg_catalog.PG_PREPARED_STATEMENTS",
+            "pg_prepared_statements",
+        ),
+        ("SELECT * FROM \"pg_cursors\"", "pg_cursors"),
+        (
+            "SELECT ident FROM pg_backend_memory_contexts WHERE name = 'CachedPlanSource'",
+            "pg_backend_memory_contexts",
+        ),
+    ] {
+        assert_eq!(refused(sql), Some(Reason::SessionView(view)), "{sql}");
+    }
+    for (sql, name) in [
+        (
+            "SELECT * FROM pg_prepared_statement()",
+            "pg_prepared_statement",
+        ),
+        ("SELECT * FROM pg_cursor()", "pg_cursor"),
+        (
+            "SELECT * FROM pg_get_backend_memory_contexts()",
+            "pg_get_backend_memory_contexts",
+        ),
+    ] {
+        assert_eq!(refused(sql), Some(Reason::ForbiddenCall(name)), "{sql}");
+    }
+    // A built-in is reached only through pg_catalog; a contrib function through any schema.
+    assert_eq!(refused("SELECT billing.set_config('a', 'b')"), None);
+    assert_eq!(refused("SELECT app.lastval()"), None);
+    assert_eq!(
+        refused("SELECT PG_CATALOG.set_config('a', 'b', false)"),
+        Some(Reason::ForbiddenCall("set_config"))
+    );
+    assert_eq!(
+        refused("SELECT billing.set_limit(0.5)"),
+        Some(Reason::ForbiddenCall("set_limit"))
+    );
+    assert_eq!(
+        refused("SELECT x.lastval FROM t x"),
+        Some(Reason::ForbiddenCall("lastval"))
+    );
+}

@@ -359,9 +359,9 @@ pub fn expectation(sql: &str, mode: Mode) -> Expect {
         return Expect::Either;
     }
 
-    // One statement: any token after the first `;` is a second one.
+    // One statement: any token but `;` (an empty statement) after the first `;` is a second.
     if let Some(s) = all.iter().position(|t| *t == Tok::Punct(';')) {
-        if s + 1 < all.len() {
+        if all[s + 1..].iter().any(|t| *t != Tok::Punct(';')) {
             return Expect::Refuse(Reason::MultipleStatements);
         }
     }

@@ -112,8 +112,11 @@ fn single_statement() {
         ("SELECT 1 -- ; SET x = 1", OK),
         ("SELECT 1; SELECT 2", Some(Reason::MultipleStatements)),
         ("SELECT 1;SET x = 1", Some(Reason::MultipleStatements)),
-        ("SELECT 1;;", Some(Reason::MultipleStatements)),
-        ("SELECT 1; ;", Some(Reason::MultipleStatements)),
+        // Empty statements are nothing: the server runs one statement (the extended protocol
+        // too).
+        ("SELECT 1;;", OK),
+        ("SELECT 1; ;", OK),
+        ("SELECT 1; ; SELECT 2", Some(Reason::MultipleStatements)),
         // A literal after the `;` is a token of a second statement (the server rejects it).
         ("SELECT 1; 'x'", Some(Reason::MultipleStatements)),
         (
