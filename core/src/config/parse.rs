@@ -84,6 +84,7 @@ pub(crate) fn parse_in(s: &str, src: &Sources<'_>) -> Result<Config, Error> {
         }
     }
 
+    check_list_lengths(&given)?;
     let mut cfg = Config::default();
     for (&i, (v, origin)) in &given {
         let name = KEYWORDS[i].name;
@@ -125,6 +126,32 @@ pub(crate) fn parse_in(s: &str, src: &Sources<'_>) -> Result<Config, Error> {
     cfg.set_passfile(file);
     cfg.validate()?;
     Ok(cfg)
+}
+
+/// libpq's rules for the lists of `host`, `hostaddr` and `port`, with its messages: when both
+/// name lists are set they have one entry each per server; the servers are the addresses when
+/// given, else the host names, else one; one port serves them all, or one port per server.
+fn check_list_lengths(given: &Given) -> Result<(), Error> {
+    let count = |name: &str| {
+        value(given, name)
+            .filter(|v| !v.is_empty())
+            .map(|v| v.split(',').count())
+    };
+    let (names, addrs) = (count("host"), count("hostaddr"));
+    if let (Some(h), Some(a)) = (names, addrs) {
+        if h != a {
+            return Err(Error::Config(format!(
+                "could not match {h} host names to {a} hostaddr values"
+            )));
+        }
+    }
+    let servers = addrs.or(names).unwrap_or(1);
+    match count("port") {
+        Some(p) if p > 1 && p != servers => Err(Error::Config(format!(
+            "could not match {p} port numbers to {servers} hosts"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 fn index(name: &str) -> usize {

@@ -345,8 +345,14 @@ fn errors_name_the_keyword_value_and_what_is_accepted() {
         ("pipline_size=2", "unknown keyword \"pipline_size\" (did you mean \"pipeline_size\"?)"),
         ("postgres://h/db?bogus=1", "unknown keyword \"bogus\""),
         ("host=a,,b", "host=\"a,,b\" has an empty entry"),
-        ("host=a,b,c port=1,2", "port=\"1,2\" lists 2 values for 3 hosts"),
-        ("host=a,b hostaddr=10.0.0.1,10.0.0.2,10.0.0.3", "hostaddr=\"10.0.0.1,10.0.0.2,10.0.0.3\" lists 3 values for 2 hosts"),
+        // libpq's rules for the lists, with its messages.
+        ("host=a,b,c port=1,2", "could not match 2 port numbers to 3 hosts"),
+        ("host=localhost port=5432,5433", "could not match 2 port numbers to 1 hosts"),
+        ("host=a,b hostaddr=10.0.0.1,10.0.0.2,10.0.0.3", "could not match 2 host names to 3 hostaddr values"),
+        ("hostaddr=127.0.0.1,127.0.0.2 host=localhost", "could not match 1 host names to 2 hostaddr values"),
+        // Without host, the addresses are the servers.
+        ("hostaddr=127.0.0.1,127.0.0.2 port=1,2,3", "could not match 3 port numbers to 2 hosts"),
+        ("postgres://h/db?port=1,2", "could not match 2 port numbers to 1 hosts"),
         ("hostaddr=db.example", "hostaddr=\"db.example\" is not an IP address"),
         ("port=0", "port=\"0\" is not a port number (1 to 65535)"),
         ("port=70000", "port=\"70000\" is not a port number"),
