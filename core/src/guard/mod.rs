@@ -229,6 +229,7 @@ impl Guard {
 }
 
 mod cache;
+mod extensions;
 mod lex;
 mod lexer;
 mod mask;
@@ -242,9 +243,9 @@ mod shape;
 mod tests;
 
 use cache::Cache;
+use extensions::ExtensionNames;
+pub(crate) use extensions::{ExtensionFunctions, Routine};
 pub use mask::{mask, needs_masking};
-pub(crate) use names::ExtensionFunctions;
-use names::ExtensionNames;
 pub use read_only::is_read_only;
 pub use refusal::{Refusal, RefusalKind, SHOWN_CHARS};
 pub(crate) use shape::{command_verb, placeholders};

@@ -1,11 +1,11 @@
 //! The rules, applied to what the reader found. Each rule is written for a class of statements,
 //! not for examples: `docs/GUARD.md` states every rule and the class it closes.
 
+use super::extensions::ExtensionNames;
 use super::lex::{for_each_candidate, is_space, is_word_start, word_end};
 use super::lexer::{kept_len, Kind, Lexer, Name, NAME_MAX};
 use super::names::{
-    may_be_listed, may_be_view, reaches_listed, refused_function, session_view, ExtensionNames,
-    FUNCTIONS,
+    may_be_listed, may_be_view, reaches_listed, refused_function, session_view, FUNCTIONS,
 };
 use super::reader::read;
 use super::{Mode, Reason};

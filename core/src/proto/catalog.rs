@@ -6,6 +6,7 @@
 
 use bytes::BytesMut;
 
+use crate::guard::Routine;
 use crate::Error;
 
 /// One row a routine: its schema and name exactly as the catalog keeps them, its number of
@@ -34,21 +35,6 @@ const MAX_ANSWER: usize = 4 << 20;
 /// Writes [`QUERY`] into `buf`.
 pub fn ask(buf: &mut BytesMut) -> Result<(), Error> {
     super::encode::simple(QUERY, buf)
-}
-
-/// A volatile routine of an extension, as the catalog lists it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Routine {
-    /// Its schema, exactly.
-    pub schema: String,
-    /// Its name, exactly (the catalog's bytes, at most 63).
-    pub name: String,
-    /// How many arguments it declares.
-    pub args: u16,
-    /// How many of them have defaults (a call may leave them out).
-    pub defaults: u16,
-    /// Whether its last argument is variadic (a call may pass any number there).
-    pub variadic: bool,
 }
 
 /// What the server answered.
