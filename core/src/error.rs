@@ -88,7 +88,9 @@ pub enum Error {
         /// How long the longest current holder has held its connection.
         longest_held: Option<std::time::Duration>,
     },
-    /// The caller's deadline passed. The unit stays in its pipeline and is drained and discarded.
+    /// The caller's deadline passed. The unit stays in its pipeline and is drained and discarded;
+    /// on a session or transaction its statement is also cancelled on the server, so the
+    /// holder's next statements do not wait for it (see [`crate::CancelToken`]).
     #[error("timed out waiting for the result (the statement may still run)")]
     Timeout,
     /// The client was closed (or is closing) and accepts no new work.

@@ -47,6 +47,7 @@ pub use config::{
 pub use copy::{CopyIn, CopyOut};
 pub use driver::Notification;
 pub use error::{DbError, Error, ErrorKind, Reason, SqlState};
+pub use exclusive::CancelToken;
 pub use generic::{GenericClient, GenericTransaction};
 pub use row::{Column, Row, RowIndex};
 pub use session::{Savepoint, Session, Transaction};
@@ -111,8 +112,9 @@ macro_rules! adapter_api {
         pub use $crate::error::{BoxError, DbError, Error, ErrorKind, Reason, SqlState};
         pub use $crate::row::{Column, Row, RowIndex};
         pub use $crate::stats::{ConnStats, ExclusiveStats, Stats};
+        pub use $crate::Notification;
         pub use $crate::{binary_copy, config, error, guard, row, stats, types};
-        pub use $crate::{CopyIn, CopyOut, GenericClient, GenericTransaction, Notification};
+        pub use $crate::{CancelToken, CopyIn, CopyOut, GenericClient, GenericTransaction};
         pub use $crate::{RowStream, StatementResult};
 
         /// A pinned exclusive connection for session state (`SET`, `LISTEN`, temp tables),

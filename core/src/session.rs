@@ -116,6 +116,11 @@ macro_rules! statements {
                 .await
         }
 
+        /// A token another task can use to cancel what this runs ([`crate::CancelToken`]).
+        pub fn cancel_token(&self) -> crate::CancelToken {
+            self.x().held.cancel_token()
+        }
+
         /// Runs one or more `;`-separated statements with the simple protocol (no parameters,
         /// results discarded). Stops at the first error.
         pub async fn batch_execute(&self, sql: &str) -> Result<(), Error> {
@@ -201,11 +206,20 @@ impl<R: Runtime> Exclusive<R> {
         Ok(true)
     }
 
-    /// After a unit that ends the transaction and handed the connection on: if its caller
-    /// stopped waiting (`query_timeout`), its statement is cancelled (bounded), so the next
-    /// holders do not wait behind it for as long as it runs. `unit` is its queue position.
+    /// After a unit whose caller stopped waiting (`query_timeout`): its statement is cancelled
+    /// (bounded, `driver/cancel.rs`), so what follows it on the connection does not wait for as
+    /// long as it runs: while the connection is held, the holder's next statements; after a
+    /// unit that ended the transaction and handed the connection on, the next holders'. `unit`
+    /// is then its queue position.
     fn cancel_if_abandoned<T>(&self, r: &Result<T, Error>, unit: u64) {
-        if matches!(r, Err(Error::Timeout)) && self.held.is_released() && unit > 0 {
+        if !matches!(r, Err(Error::Timeout)) {
+            return;
+        }
+        if !self.held.is_released() {
+            // Still held: the statement would hold up the holder's next ones for as long as it
+            // runs, so it is cancelled now.
+            self.held.cancel();
+        } else if unit > 0 {
             let mut wakes = crate::sched::DeferredWakes::default();
             self.held.conn.request_cancel(unit - 1, unit, &mut wakes);
             wakes.wake_all();

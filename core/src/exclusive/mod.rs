@@ -36,9 +36,13 @@ use crate::sched::{lock, DeferredWakes, Waiter};
 use crate::stats::ExclusiveCounters;
 use crate::Error;
 
+use cancel_token::cancel_unanswered;
 use handover::{released, Handover};
 
+mod cancel_token;
 mod handover;
+
+pub use cancel_token::CancelToken;
 
 pub(crate) use handover::finish_handover;
 
@@ -305,11 +309,7 @@ impl Pinned {
             // task cancels them (once the units queued before this holder got the connection,
             // a previous holder's COMMIT, are answered), and closes the connection if they
             // outlive the bound (`driver/cancel.rs`).
-            let pushed = conn.units_pushed();
-            let answered = pushed - conn.units_unanswered();
-            if pushed > answered.max(since) {
-                conn.request_cancel(since, pushed, &mut wakes);
-            }
+            cancel_unanswered(conn, since, &mut wakes);
             let handover = if conn.is_open() && !st.closing {
                 released(conn, self.always_reset, &self.counters, &mut wakes)
             } else {
@@ -325,6 +325,22 @@ impl Pinned {
             }
         }
         wakes.wake_all();
+    }
+
+    /// Cancels what holder `id` has unanswered on `conn` ([`CancelToken::cancel`]), if it still
+    /// holds it: decided under the lock its release takes, so no later holder's unit is ever in
+    /// the range.
+    pub(crate) fn cancel_holder(&self, id: u64, conn: &Arc<ConnShared>) -> bool {
+        let mut wakes = DeferredWakes::default();
+        let asked = {
+            let st = lock(&self.state);
+            st.holders
+                .iter()
+                .find(|h| h.id == id && Arc::ptr_eq(&h.conn, conn))
+                .is_some_and(|h| cancel_unanswered(conn, h.pushed_at, &mut wakes))
+        };
+        wakes.wake_all();
+        asked
     }
 
     /// Releases a held connection whose holder just queued its transaction's last unit (with
@@ -507,6 +523,16 @@ impl Held {
     /// Whether the connection was handed on already ([`Held::release_with_commit`]).
     pub(crate) fn is_released(&self) -> bool {
         self.released.load(Relaxed)
+    }
+
+    /// A token that cancels what this holder runs, while it holds the connection.
+    pub(crate) fn cancel_token(&self) -> CancelToken {
+        CancelToken::new(&self.pinned, &self.conn, self.id)
+    }
+
+    /// Cancels what this holder has unanswered (its caller stopped waiting).
+    pub(crate) fn cancel(&self) -> bool {
+        self.pinned.cancel_holder(self.id, &self.conn)
     }
 
     /// The holder queued its transaction's last unit: hand the connection on now if that is

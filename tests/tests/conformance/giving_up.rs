@@ -1,5 +1,6 @@
 //! Work given up: abort, a COMMIT whose outcome is unknown (its backend killed, its deadline
-//! passed), session work abandoned and cancelled within a bound, and the timeouts that free
+//! passed), session work abandoned and cancelled within a bound, a session's statement cancelled
+//! by its token or its `query_timeout`, and the timeouts that free
 //! resources (`checkout_timeout`, `close_within`, the shared path's `statement_timeout`).
 
 use std::time::Duration;
@@ -178,6 +179,96 @@ pub async fn abandoned_session_work_is_cancelled_within_a_bound<H: Harness>() {
         replaced, pid,
         "a backend that ignored its cancel is not handed out again"
     );
+    drop(s);
+    db.close().await;
+}
+
+/// A session's cancel token stops its running statement from another thread (the server's
+/// 57014 reaches the caller) and the session goes on, on the same backend; a token does nothing
+/// while the session is idle or once it has ended. A statement past `query_timeout` on a session
+/// is cancelled on the server, so the next one does not wait for it.
+pub async fn a_session_statement_is_cancelled_by_its_token_or_its_timeout<H: Harness>() {
+    let db = client::<H>(|c| {
+        c.pipeline_size = 1;
+        c.pinned_size = 1;
+        c.max_connections = 2;
+    })
+    .await;
+    let s = db.session().await.unwrap();
+    let pid = |r: Result<pgpipe::Row, Error>| r.unwrap().get::<_, i32>(0);
+    let backend = pid(s.query_one("SELECT pg_backend_pid()", &[]).await);
+    let token = s.cancel_token();
+    assert!(!token.cancel(), "nothing running: nothing to cancel");
+    let started = std::time::Instant::now();
+    let (slept, asked) = futures_lite::future::zip(s.execute("SELECT pg_sleep(30)", &[]), async {
+        crate::wait_running::<H>(backend, "pg_sleep(30)").await;
+        let token = token.clone();
+        std::thread::spawn(move || token.cancel()).join().unwrap()
+    })
+    .await;
+    assert!(asked, "a running statement is cancelled");
+    let e = slept.unwrap_err();
+    assert_eq!(e.code(), Some(&SqlState::QUERY_CANCELED), "{e:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        pid(s.query_one("SELECT pg_backend_pid()", &[]).await),
+        backend,
+        "the session goes on, on its own backend"
+    );
+
+    // In a transaction too: the transaction fails, the session does not.
+    let mut s = s;
+    let tx = s.transaction().await.unwrap();
+    let tx_token = tx.cancel_token();
+    let (slept, asked) = futures_lite::future::zip(tx.execute("SELECT pg_sleep(30)", &[]), async {
+        crate::wait_running::<H>(backend, "pg_sleep(30)").await;
+        tx_token.cancel()
+    })
+    .await;
+    assert!(asked);
+    assert_eq!(slept.unwrap_err().code(), Some(&SqlState::QUERY_CANCELED));
+    assert!(matches!(tx.commit().await, Err(Error::RolledBack)));
+    drop(s);
+
+    // Once the session has ended its token reaches nobody: the next holder of the same
+    // connection runs undisturbed.
+    let next = db.session().await.unwrap();
+    let (slept, asked) =
+        futures_lite::future::zip(next.execute("SELECT pg_sleep(1)", &[]), async {
+            crate::wait_running::<H>(backend, "pg_sleep(1)").await;
+            token.cancel()
+        })
+        .await;
+    assert!(!asked, "an ended session's token cancels nothing");
+    slept.unwrap();
+    drop(next);
+    db.close().await;
+
+    // A statement past query_timeout on a session is cancelled: the next statement runs at
+    // once, on the same backend, instead of waiting 30 s behind it.
+    let db = client::<H>(|c| {
+        c.pipeline_size = 1;
+        c.pinned_size = 1;
+        c.max_connections = 2;
+        c.query_timeout = Some(Duration::from_millis(300));
+    })
+    .await;
+    let s = db.session().await.unwrap();
+    let backend = pid(s.query_one("SELECT pg_backend_pid()", &[]).await);
+    let started = std::time::Instant::now();
+    let e = s.execute("SELECT pg_sleep(30)", &[]).await.unwrap_err();
+    assert!(matches!(e, Error::Timeout), "{e:?}");
+    assert_eq!(
+        pid(s.query_one("SELECT pg_backend_pid()", &[]).await),
+        backend,
+        "the next statement ran after a cancel, not on a replacement"
+    );
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(20), "waited {waited:?}");
     drop(s);
     db.close().await;
 }

@@ -377,7 +377,6 @@ pub async fn wait_running<H: Harness>(pid: i32, needle: &str) {
     }
 }
 
-/// Polls `cond` every 20 ms (the test's limit bounds the wait).
 /// Polls `cond` every 20 ms; a condition still false after [`WAIT_LIMIT`] panics naming the
 /// caller's line, so a stalled test says which wait it stalled in (not only that its time ran
 /// out).
@@ -474,6 +473,7 @@ suite! {
         giving_up::abort_fails_everything_at_once: 30,
         giving_up::commit_with_unknown_outcome_is_indeterminate_commit: 60,
         giving_up::abandoned_session_work_is_cancelled_within_a_bound: 60,
+        giving_up::a_session_statement_is_cancelled_by_its_token_or_its_timeout: 60,
         giving_up::timeouts_free_resources: 60,
         service::release_keeps_cached_statements_and_nothing_else: 60,
         reset::release_rolls_back_only_open_transactions: 60,
@@ -556,6 +556,7 @@ suite! {
         pooler::no_lanes_or_overflow_open_behind_a_pooler: 60,
         pooler::units_behind_the_one_sync_open_more_clients_of_a_transaction_pooler: 60,
         pooler::a_cancel_storm_through_pgbouncer_fails_only_the_cancelled: 120,
+        pooler::a_cancel_token_reaches_the_statement_through_pgbouncer: 120,
         pooler::a_pgbouncer_restart_resolves_every_unit_and_service_resumes: 120,
         pooler::startup_settings_pgbouncer_does_not_track_are_refused_with_its_reason: 60,
     }

@@ -324,6 +324,52 @@ pub async fn sessions_keep_their_state_through_session_mode<H: Harness>() {
     db.close().await;
 }
 
+/// A transaction's cancel token through PgBouncer, in both modes: the pooler passes the
+/// CancelRequest on to the backend running the transaction's statement, whose caller gets the
+/// server's 57014, and the pooler's connection goes on.
+pub async fn a_cancel_token_reaches_the_statement_through_pgbouncer<H: Harness>() {
+    if !pgbouncer::available_or_skip("a_cancel_token_reaches_the_statement_through_pgbouncer") {
+        return;
+    }
+    for mode in [PoolMode::Session, PoolMode::Transaction] {
+        let db = through::<H>(mode, |c| {
+            c.named_statements = false;
+            c.pinned_size = 1;
+        })
+        .await;
+        let tx = db.transaction().await.expect("transaction");
+        let backend: i32 = tx
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await
+            .expect("pid")
+            .get(0);
+        let token = tx.cancel_token();
+        let started = Instant::now();
+        let (slept, asked) =
+            futures_lite::future::zip(tx.execute("SELECT pg_sleep(30)", &[]), async {
+                crate::wait_running::<H>(backend, "pg_sleep(30)").await;
+                token.cancel()
+            })
+            .await;
+        assert!(asked, "{mode:?}");
+        let e = slept.expect_err("cancelled");
+        assert_eq!(
+            e.code(),
+            Some(&pgpipe::SqlState::QUERY_CANCELED),
+            "{mode:?}: {e:?}\n{}",
+            log_tail(mode)
+        );
+        assert!(started.elapsed() < Duration::from_secs(20), "{mode:?}");
+        assert!(
+            matches!(tx.commit().await, Err(Error::RolledBack)),
+            "{mode:?}"
+        );
+        let one: i32 = db.query_one("SELECT 1", &[]).await.expect("after").get(0);
+        assert_eq!(one, 1);
+        db.close().await;
+    }
+}
+
 /// Slow statements among fast ones on `db`, whose one pipelined connection has answered a
 /// statement first (so its probe of the path had its answer): every answer checked; the
 /// client's statistics afterwards.
