@@ -13,7 +13,7 @@
 use std::future::Future;
 
 use crate::rt::Runtime;
-use crate::{Config, Error};
+use crate::{Config, DbError, Error};
 
 /// `db.system.name` of every span and metric.
 #[cfg(any(feature = "tracing", feature = "metrics"))]
@@ -148,6 +148,35 @@ fn error_type(e: &Error) -> String {
         Error::Indeterminate { .. } | Error::IndeterminateCommit { .. } => "indeterminate".into(),
         other => format!("{:?}", other.kind()).to_lowercase(),
     }
+}
+
+/// A NoticeResponse (`RAISE NOTICE`, the server's own warnings): an event at the level its
+/// severity maps to (WARNING: warn; NOTICE, INFO, LOG: info; DEBUG: debug), with its SQLSTATE,
+/// severity, message, detail and hint as fields.
+pub(crate) fn notice(n: &DbError) {
+    #[cfg(feature = "tracing")]
+    {
+        macro_rules! event {
+            ($level:expr) => {
+                ::tracing::event!(
+                    target: "pgpipe::notice",
+                    $level,
+                    db.response.status_code = n.code().as_str(),
+                    severity = n.severity(),
+                    detail = n.detail(),
+                    hint = n.hint(),
+                    "{}",
+                    n.message()
+                )
+            };
+        }
+        match n.severity() {
+            "WARNING" => event!(::tracing::Level::WARN),
+            s if s.starts_with("DEBUG") => event!(::tracing::Level::DEBUG),
+            _ => event!(::tracing::Level::INFO),
+        }
+    }
+    let _ = n;
 }
 
 /// A connection started or stopped serving.

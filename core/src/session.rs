@@ -116,6 +116,21 @@ macro_rules! statements {
                 .await
         }
 
+        /// The oldest notice (`RAISE NOTICE`, `WARNING`, the server's own notes) the holder's
+        /// statements drew and nobody took yet, if any. A statement's notices are here once it
+        /// has completed; up to 1,000 are kept, then the oldest are dropped
+        /// (`notices_dropped`). With the `tracing` feature every notice is also logged.
+        pub fn try_next_notice(&self) -> Option<crate::DbError> {
+            crate::sched::lock(&self.x().held.conn.notices)
+                .items
+                .pop_front()
+        }
+
+        /// Notices dropped because the backlog was full.
+        pub fn notices_dropped(&self) -> u64 {
+            crate::sched::lock(&self.x().held.conn.notices).dropped
+        }
+
         /// A token another task can use to cancel what this runs ([`crate::CancelToken`]).
         pub fn cancel_token(&self) -> crate::CancelToken {
             self.x().held.cancel_token()

@@ -45,11 +45,16 @@ impl Visit for Fields<'_> {
     }
 }
 
+/// An event as the collector saw it: its level, target and fields.
+type EventSeen = (tracing::Level, String, BTreeMap<String, String>);
+
 /// Collects spans (with their fields) and event messages.
 #[derive(Default)]
 struct Spans {
     spans: Mutex<Vec<SpanSeen>>,
     events: Mutex<Vec<String>>,
+    /// Every event's level, target and fields.
+    detailed: Mutex<Vec<EventSeen>>,
 }
 
 impl Subscriber for &'static Spans {
@@ -80,6 +85,11 @@ impl Subscriber for &'static Spans {
         if let Some(m) = fields.get("message") {
             self.events.lock().unwrap().push(m.clone());
         }
+        let meta = event.metadata();
+        self.detailed
+            .lock()
+            .unwrap()
+            .push((*meta.level(), meta.target().to_owned(), fields));
     }
     fn enter(&self, id: &Id) {
         ENTERED.with(|e| e.borrow_mut().push(id.into_u64()));
@@ -303,4 +313,44 @@ fn spans_and_metrics_follow_the_database_conventions() {
         0.0
     );
     assert_eq!(gauge(metrics, &["db.client.connection.count{"]), 0.0);
+
+    // Notices are logged, at their severity's level, from a session and from the shared path.
+    pgpipe_tests::shared()
+        .psql(
+            "CREATE OR REPLACE FUNCTION observe_notice() RETURNS int LANGUAGE plpgsql AS \
+         $$ BEGIN RAISE NOTICE 'shared-path notice'; RETURN 1; END $$",
+        )
+        .expect("psql");
+    smol::block_on(async {
+        let db = pgpipe_smol::connect(&url).await.expect("connect");
+        let s = db.session().await.unwrap();
+        s.batch_execute(
+            "DO $$ BEGIN RAISE WARNING 'session warning' USING DETAIL = 'some detail'; END $$",
+        )
+        .await
+        .unwrap();
+        assert_eq!(s.try_next_notice().unwrap().message(), "session warning");
+        drop(s);
+        db.execute("SELECT observe_notice()", &[]).await.unwrap();
+        db.close().await;
+    });
+    let detailed = spans.detailed.lock().unwrap().clone();
+    let notice = |message: &str| {
+        detailed
+            .iter()
+            .find(|(_, _, f)| f.get("message").map(String::as_str) == Some(message))
+            .unwrap_or_else(|| panic!("no event for {message}: {detailed:#?}"))
+            .clone()
+    };
+    let (level, target, fields) = notice("session warning");
+    assert_eq!(
+        (level, target.as_str()),
+        (tracing::Level::WARN, "pgpipe::notice")
+    );
+    assert_eq!(fields["db.response.status_code"], "01000");
+    assert_eq!(fields["severity"], "WARNING");
+    assert_eq!(fields["detail"], "some detail");
+    let (level, _, fields) = notice("shared-path notice");
+    assert_eq!(level, tracing::Level::INFO);
+    assert_eq!(fields["db.response.status_code"], "00000");
 }

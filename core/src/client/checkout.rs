@@ -62,6 +62,7 @@ impl<R: Adapter> Client<R> {
                 }
                 Grant::Closed => return Err(Error::Closed),
             };
+            conn.forget_previous_holder();
             let id = pinned.hold(conn.clone(), me.clone(), self.inner.rt.now());
             return Ok(Held::new(conn, pinned.clone(), id, early));
         }

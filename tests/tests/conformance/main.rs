@@ -462,6 +462,7 @@ suite! {
         service::errors_and_drops_roll_back_and_the_connection_comes_back_clean: 60,
         service::a_checkout_that_would_wait_for_itself_is_refused: 30,
         service::listen_delivers_notifications_to_the_session: 30,
+        service::notices_reach_their_holder_and_no_one_else: 60,
         routing::a_slow_query_does_not_stall_callers_routed_elsewhere: 60,
         routing::fast_units_are_not_routed_behind_a_known_slow_one: 60,
         routing::slow_statements_get_lanes_that_retire_when_idle: 60,

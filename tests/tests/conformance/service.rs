@@ -298,7 +298,104 @@ pub async fn listen_delivers_notifications_to_the_session<H: Harness>() {
         assert_eq!(n.payload, format!("event-{i}"));
     }
     assert!(s.try_next_notification().is_none());
+    // Notifications the holder left unread are its own: the next holder of the same
+    // connection sees none of them.
+    // (Two in one transaction reach the connection in one write, so the second is queued once
+    // the first is read.)
+    let pid: i32 = s
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    db.query(
+        "SELECT pg_notify($1, 'read'), pg_notify($1, 'unread')",
+        &[&channel],
+    )
+    .await
+    .unwrap();
+    assert_eq!(s.next_notification().await.unwrap().payload, "read");
     drop(s);
+    let s = db.session().await.unwrap();
+    let again: i32 = s
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(again, pid, "the same connection");
+    assert!(s.try_next_notification().is_none(), "the previous holder's");
+    assert_eq!(s.notifications_dropped(), 0);
+    drop(s);
+    db.close().await;
+}
+
+/// Notices reach the holder whose statements drew them, in order, from the simple and the
+/// extended protocol, in sessions and transactions; bounded; none reaches the next holder.
+pub async fn notices_reach_their_holder_and_no_one_else<H: Harness>() {
+    let db = client::<H>(|c| {
+        c.pipeline_size = 1;
+        c.pinned_size = 1;
+    })
+    .await;
+    let s = db.session().await.unwrap();
+    assert!(s.try_next_notice().is_none());
+    // The suite fails a test whose server logs a WARNING; this one is meant.
+    s.batch_execute("SET log_min_messages = error")
+        .await
+        .unwrap();
+    s.batch_execute(
+        "DO $$ BEGIN RAISE NOTICE 'hello %', 1; \
+         RAISE WARNING 'careful' USING HINT = 'look'; END $$",
+    )
+    .await
+    .unwrap();
+    let n = s.try_next_notice().unwrap();
+    assert_eq!((n.severity(), n.message()), ("NOTICE", "hello 1"));
+    assert_eq!(n.code().as_str(), "00000");
+    let w = s.try_next_notice().unwrap();
+    assert_eq!((w.severity(), w.message()), ("WARNING", "careful"));
+    assert_eq!((w.code().as_str(), w.hint()), ("01000", Some("look")));
+    assert!(s.try_next_notice().is_none());
+    // From a statement with parameters (the extended protocol).
+    s.batch_execute(
+        "CREATE FUNCTION pg_temp.noisy(n int) RETURNS int LANGUAGE plpgsql AS \
+         $$ BEGIN RAISE NOTICE 'noisy %', n; RETURN n; END $$",
+    )
+    .await
+    .unwrap();
+    let r: i32 = s
+        .query_one("SELECT pg_temp.noisy($1)", &[&7i32])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(r, 7);
+    assert_eq!(s.try_next_notice().unwrap().message(), "noisy 7");
+    // Bounded: the oldest go first.
+    s.batch_execute("DO $$ BEGIN FOR i IN 1..1500 LOOP RAISE NOTICE '%', i; END LOOP; END $$")
+        .await
+        .unwrap();
+    assert_eq!(s.notices_dropped(), 500);
+    assert_eq!(s.try_next_notice().unwrap().message(), "501");
+    // Left untaken: the next holder of the same connection sees none of them.
+    let pid: i32 = s
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    drop(s);
+    let tx = db.transaction().await.unwrap();
+    let again: i32 = tx
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(again, pid, "the same connection");
+    assert!(tx.try_next_notice().is_none(), "the previous holder's");
+    assert_eq!(tx.notices_dropped(), 0);
+    tx.batch_execute("DO $$ BEGIN RAISE NOTICE 'in a transaction'; END $$")
+        .await
+        .unwrap();
+    assert_eq!(tx.try_next_notice().unwrap().message(), "in a transaction");
+    tx.commit().await.unwrap();
     db.close().await;
 }
 

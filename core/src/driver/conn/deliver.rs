@@ -1,5 +1,6 @@
 //! What a drain finds, delivered: each completed unit's outcome to its caller (and its share of
-//! the drain's time to the estimator), server notices to the connection's state, and each lost
+//! the drain's time to the estimator), server reports to the connection's state (notices and
+//! notifications to its holder's queues), and each lost
 //! unit's error when the connection dies.
 
 use std::sync::atomic::Ordering::{Relaxed, Release};
@@ -11,7 +12,7 @@ use postgres_types::Type;
 use super::Sent;
 use crate::driver::shared::{
     ConnShared, Notification, PrepareError, QueryResult, Statement, Token, DEFAULT_COST_NS,
-    NOTIFICATION_BACKLOG,
+    NOTICE_BACKLOG, NOTIFICATION_BACKLOG,
 };
 use crate::error::Fault;
 use crate::proto::coalesce::SYNC;
@@ -396,6 +397,24 @@ impl Handler<Sent> for Completer<'_> {
 
     fn fatal(&mut self, error: &DbError) {
         *self.fatal = Some(Box::new(error.clone()));
+    }
+
+    fn notice(&mut self, notice: DbError) {
+        crate::observe::notice(&notice);
+        // On an exclusive connection every statement is the holder's: its notices are too.
+        // On a shared one a notice cannot be told apart from a neighbour's: logged only.
+        if self.exclusive {
+            let mut q = lock(&self.shared.notices);
+            // The unit drawing it is the first unanswered one: no unit shares a Sync here.
+            if self.shared.counters.ready_received.load(Relaxed) < q.from {
+                return;
+            }
+            if q.items.len() >= NOTICE_BACKLOG {
+                q.items.pop_front();
+                q.dropped += 1;
+            }
+            q.items.push_back(notice);
+        }
     }
 
     fn notification(&mut self, pid: i32, channel: &str, payload: &str) {

@@ -24,7 +24,7 @@ use crate::proto::{Frame, StatementCache};
 use crate::row::Row;
 use crate::sched::{lock, DeferredWakes, Waiter};
 use crate::stats::Counters;
-use crate::{Error, Reason};
+use crate::{DbError, Error, Reason};
 
 pub(crate) use mailbox::SpaceWaiter;
 pub(crate) use queued::Queued;
@@ -227,6 +227,20 @@ pub(crate) struct Notifications {
 /// Notifications kept per session before the oldest is dropped.
 pub(crate) const NOTIFICATION_BACKLOG: usize = 10_000;
 
+/// Notices (NoticeResponse: `RAISE NOTICE`, the server's warnings) an exclusive connection's
+/// holder has not taken; bounded, the oldest dropped first.
+#[derive(Default)]
+pub(crate) struct Notices {
+    pub(crate) items: VecDeque<DbError>,
+    pub(crate) dropped: u64,
+    /// The holder's first unit (by queue position): notices of earlier units (a previous
+    /// holder's COMMIT, answered after the connection was handed on) are not its own.
+    pub(crate) from: u64,
+}
+
+/// Notices kept per holder before the oldest is dropped.
+pub(crate) const NOTICE_BACKLOG: usize = 1_000;
+
 /// One connection as callers see it.
 pub(crate) struct ConnShared {
     pub(crate) state: Mutex<State>,
@@ -265,6 +279,7 @@ pub(crate) struct ConnShared {
     /// resets the session.
     pub(crate) session_changed: AtomicBool,
     pub(crate) notifications: Mutex<Notifications>,
+    pub(crate) notices: Mutex<Notices>,
     pub(crate) mailbox_size: usize,
     /// A [`Role`]; set when an on-demand connection is opened.
     role: AtomicU8,
@@ -325,6 +340,7 @@ impl ConnShared {
             pushed: AtomicU64::new(0),
             session_changed: AtomicBool::new(false),
             notifications: Mutex::new(Notifications::default()),
+            notices: Mutex::new(Notices::default()),
             mailbox_size,
             role: AtomicU8::new(Role::Base as u8),
             work_bound: AtomicBool::new(false),
@@ -555,6 +571,21 @@ impl ConnShared {
         if let Some(w) = lock(&self.state).task_waker.clone() {
             wakes.push(w);
         }
+    }
+
+    /// A new holder takes the exclusive connection: the notifications and notices the previous
+    /// one left untaken were its own, and go.
+    pub(crate) fn forget_previous_holder(&self) {
+        {
+            let mut q = lock(&self.notifications);
+            q.items.clear();
+            q.dropped = 0;
+            q.waker = None;
+        }
+        *lock(&self.notices) = Notices {
+            from: self.units_pushed(),
+            ..Notices::default()
+        };
     }
 
     /// Units queued and not yet answered by their ReadyForQuery (exclusive connections).
