@@ -38,8 +38,10 @@ impl<R: Runtime> Client<R> {
     ) -> Result<CopyIn<'a>, Error> {
         let shared = Arc::new(CopyInShared::default());
         let token = Token::CopyIn(shared.clone());
+        framing.my_turn().await;
         conn.submit_copy(sql, UnitKind::CopyIn, token, framing)
             .await?;
+        framing.was_queued();
         // From here a drop (of this future, or of the writer) sends CopyFail, so the server
         // never waits for data nobody will send.
         let mut copy = CopyIn {
@@ -77,8 +79,10 @@ impl<R: Runtime> Client<R> {
     ) -> Result<CopyOut<'a>, Error> {
         let sink = Arc::new(Sink::new(conn.clone(), COPY_OUT_CAPACITY));
         let token = Token::CopyOut(sink.clone());
+        framing.my_turn().await;
         conn.submit_copy(sql, UnitKind::CopyOut, token, framing)
             .await?;
+        framing.was_queued();
         Ok(CopyOut {
             source: Source::new(sink),
             _holder: PhantomData,

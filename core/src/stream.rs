@@ -41,12 +41,14 @@ impl<R: Runtime> Client<R> {
         with_deadline(rt, deadline, self.complete_types(conn, &stmt, deadline)).await?;
         stmt.check_param_count(params.len())?;
         let sink = Arc::new(RowSink::new(conn.clone(), STREAM_CAPACITY));
+        with_deadline(rt, deadline, framing.my_turn_or_error()).await?;
         with_deadline(
             rt,
             deadline,
             conn.submit_stream(&stmt, params, &sink, framing),
         )
         .await?;
+        framing.was_queued();
         Ok(RowStream::new(sink))
     }
 }

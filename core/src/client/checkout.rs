@@ -15,7 +15,7 @@ use crate::rt::Runtime;
 use crate::Error;
 
 impl<R: Adapter> Client<R> {
-    /// An exclusive connection for the caller (see `Client::session`, in `session.rs`): an
+    /// An exclusive connection for the caller (see `Client::session`, in `session/mod.rs`): an
     /// idle one once its handover is done, or a new one while the budget allows, in arrival
     /// order (`exclusive/mod.rs`).
     pub(crate) async fn checkout(&self, for_tx: bool) -> Result<Held, Error> {

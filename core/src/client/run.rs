@@ -45,8 +45,13 @@ impl<R: Runtime> Client<R> {
         framing: &Framing<'_>,
     ) -> Result<QueryResult, Error> {
         let op = async {
+            let rt = &self.inner.rt;
+            if framing.turn.is_some() {
+                with_deadline(rt, deadline, framing.my_turn_or_error()).await?;
+            }
             let submit = conn.submit_typed(sql, params, framing);
-            let w = with_deadline(&self.inner.rt, deadline, submit).await?;
+            let w = with_deadline(rt, deadline, submit).await?;
+            framing.was_queued();
             let mut r = self.wait_for(deadline, &w).await?;
             r.rows = self.complete_rows(conn, r.rows, deadline).await?;
             Ok(r)
@@ -251,6 +256,9 @@ impl<R: Runtime> Client<R> {
     ) -> Result<QueryResult, Error> {
         stmt.check_param_count(params.len())?;
         let rt = &self.inner.rt;
+        if framing.turn.is_some() {
+            with_deadline(rt, deadline, framing.my_turn_or_error()).await?;
+        }
         let w = with_deadline(rt, deadline, conn.submit_execute(stmt, params, framing)).await?;
         framing.was_queued();
         wait(rt, deadline, &w).await

@@ -22,7 +22,7 @@
 //!   unit follows it in the same pipeline instead of waiting a round trip for its answer.
 //!   That unit ends the transaction whatever happens (committed, or failed before the COMMIT
 //!   and left aborted); in the second case the next transaction's BEGIN fails before anything
-//!   of it ran, and it is sent again after a ROLLBACK (`session.rs`). A session, which has no
+//!   of it ran, and it is sent again after a ROLLBACK (`session/exclusive.rs`). A session, which has no
 //!   BEGIN to fail first, waits for the answer instead.
 
 use std::collections::VecDeque;

@@ -20,6 +20,7 @@ mod faults;
 mod foundation;
 mod giving_up;
 mod hostile;
+mod order;
 mod pieces;
 mod pooler;
 mod reconnect;
@@ -463,6 +464,7 @@ suite! {
         service::a_checkout_that_would_wait_for_itself_is_refused: 30,
         service::listen_delivers_notifications_to_the_session: 30,
         service::notices_reach_their_holder_and_no_one_else: 60,
+        order::statements_on_a_session_run_in_the_order_issued: 60,
         routing::a_slow_query_does_not_stall_callers_routed_elsewhere: 60,
         routing::fast_units_are_not_routed_behind_a_known_slow_one: 60,
         routing::slow_statements_get_lanes_that_retire_when_idle: 60,

@@ -20,17 +20,21 @@ use bytes::BytesMut;
 use event_listener::Event;
 
 pub(crate) use crate::proto::timing::{nanos, DEFAULT_COST_NS};
-use crate::proto::{Frame, StatementCache};
+use crate::proto::StatementCache;
 use crate::row::Row;
 use crate::sched::{lock, DeferredWakes, Waiter};
 use crate::stats::Counters;
 use crate::{DbError, Error, Reason};
 
+pub(crate) use framing::{Framing, PendingBegin, BEGIN};
 pub(crate) use mailbox::SpaceWaiter;
+pub(crate) use order::{Order, Ticket};
 pub(crate) use queued::Queued;
 pub(crate) use statements::{CacheEntry, CostTable, Prepare, PrepareError, Statement};
 
+mod framing;
 mod mailbox;
+mod order;
 mod queued;
 pub(crate) mod sinks;
 mod statements;
@@ -77,86 +81,6 @@ pub(crate) enum Token {
     CopyIn(Arc<crate::driver::shared::sinks::CopyInShared>),
     /// COPY data: written and never answered, so nobody waits on it.
     Data,
-}
-
-/// A transaction's BEGIN that has not gone out yet: the transaction's first unit takes it
-/// (under the mailbox lock, so no other unit of the transaction can get ahead of it).
-#[derive(Default)]
-pub(crate) struct PendingBegin {
-    pending: AtomicBool,
-}
-
-/// The statement that starts every transaction.
-pub(crate) const BEGIN: &str = "BEGIN";
-
-impl PendingBegin {
-    /// A transaction is asked for: the next unit carries its BEGIN.
-    pub(crate) fn arm(&self) {
-        self.pending.store(true, Relaxed);
-    }
-
-    /// Whether the BEGIN is still to go out.
-    pub(crate) fn is_pending(&self) -> bool {
-        self.pending.load(Relaxed)
-    }
-
-    /// Withdraws a BEGIN that never went out; `true` if there was one (nothing was sent, so
-    /// there is no transaction to end).
-    pub(crate) fn disarm(&self) -> bool {
-        self.pending.swap(false, Relaxed)
-    }
-}
-
-/// What a unit of an exclusive connection carries besides its own statement: the
-/// transaction's pending BEGIN, and a COMMIT after it.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct Framing<'a> {
-    pub(crate) begin: Option<&'a PendingBegin>,
-    pub(crate) commit: bool,
-    /// Called once the unit is queued (a transaction's last unit: the connection can go to
-    /// the next holder while its answer travels).
-    pub(crate) queued: Option<&'a (dyn Fn() + Sync)>,
-}
-
-impl<'a> Framing<'a> {
-    /// Nothing but the unit's own statement (the shared path).
-    pub(crate) const NONE: Framing<'static> = Framing {
-        begin: None,
-        commit: false,
-        queued: None,
-    };
-
-    /// The unit went into the mailbox.
-    pub(crate) fn was_queued(&self) {
-        if let Some(f) = self.queued {
-            f();
-        }
-    }
-
-    /// Takes the pending BEGIN, if any (call under the mailbox lock).
-    #[inline]
-    pub(crate) fn take_begin(&self) -> Option<&'static str> {
-        self.begin.filter(|b| b.disarm()).map(|_| BEGIN)
-    }
-
-    /// Puts back a BEGIN taken for a unit that could not be encoded.
-    pub(crate) fn restore_begin(&self, taken: Option<&str>) {
-        if let (Some(b), Some(_)) = (self.begin, taken) {
-            b.arm();
-        }
-    }
-
-    /// Takes the pending BEGIN and returns the frame for the pipeline and for the encoder.
-    #[inline]
-    pub(crate) fn take(&self) -> (Frame, crate::proto::encode::Frame<'static>) {
-        let before = self.take_begin();
-        let after = self.commit.then_some("COMMIT");
-        let frame = Frame {
-            before: u8::from(before.is_some()),
-            after: u8::from(after.is_some()),
-        };
-        (frame, crate::proto::encode::Frame { before, after })
-    }
 }
 
 #[derive(Clone)]

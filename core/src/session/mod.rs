@@ -8,15 +8,17 @@
 //! never ran a statement sends nothing at all.
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::time::Instant;
 
 use postgres_types::{ToSql, Type};
 
-use crate::driver::shared::{Framing, Notification, PendingBegin, QueryResult};
+use crate::driver::shared::{Notification, QueryResult};
 use crate::exclusive::Held;
 use crate::rt::Runtime;
 use crate::{Adapter, Client, Error, Row};
+
+use exclusive::Exclusive;
+
+mod exclusive;
 
 /// Statement methods shared by every exclusive handle.
 macro_rules! statements {
@@ -66,11 +68,12 @@ macro_rules! statements {
             params: &[(&(dyn ToSql + Sync), Type)],
         ) -> Result<Vec<Row>, Error> {
             let x = self.x();
+            let turn = x.order.ticket();
             x.prepare_for(sql).await?;
             x.settle_early().await?;
             let deadline = x.client.deadline();
             Ok(x.client
-                .typed_on(&x.held.conn, sql, params, deadline, &x.framing(false))
+                .typed_on(&x.held.conn, sql, params, deadline, &x.framing(&turn))
                 .await?
                 .rows)
         }
@@ -84,12 +87,13 @@ macro_rules! statements {
             params: &[&(dyn ToSql + Sync)],
         ) -> Result<crate::RowStream<'_>, Error> {
             let x = self.x();
+            let turn = x.order.ticket();
             crate::proto::encode::check_input(sql, params.len())?;
             x.prepare_for(sql).await?;
             x.settle_early().await?;
             let deadline = x.client.deadline();
             x.client
-                .stream_on(&x.held.conn, sql, params, deadline, &x.framing(false))
+                .stream_on(&x.held.conn, sql, params, deadline, &x.framing(&turn))
                 .await
         }
 
@@ -97,22 +101,24 @@ macro_rules! statements {
         /// then `finish()` it for the number of rows copied.
         pub async fn copy_in(&self, sql: &str) -> Result<crate::CopyIn<'_>, Error> {
             let x = self.x();
+            let turn = x.order.ticket();
             crate::proto::encode::check_input(sql, 0)?;
             x.prepare_for(sql).await?;
             x.settle_early().await?;
             x.client
-                .copy_in_on(&x.held.conn, sql, &x.framing(false))
+                .copy_in_on(&x.held.conn, sql, &x.framing(&turn))
                 .await
         }
 
         /// Starts `COPY ... TO STDOUT`: the returned [`crate::CopyOut`] yields its data.
         pub async fn copy_out(&self, sql: &str) -> Result<crate::CopyOut<'_>, Error> {
             let x = self.x();
+            let turn = x.order.ticket();
             crate::proto::encode::check_input(sql, 0)?;
             x.prepare_for(sql).await?;
             x.settle_early().await?;
             x.client
-                .copy_out_on(&x.held.conn, sql, &x.framing(false))
+                .copy_out_on(&x.held.conn, sql, &x.framing(&turn))
                 .await
         }
 
@@ -162,219 +168,6 @@ impl<R: Adapter> Client<R> {
         let x = Exclusive::new(self.clone(), held);
         x.begin.arm();
         Ok(Transaction { x })
-    }
-}
-
-/// The connection and client behind every exclusive handle.
-struct Exclusive<R: Runtime> {
-    client: Client<R>,
-    held: Held,
-    /// The transaction's BEGIN while it has not gone out (the next unit takes it).
-    begin: PendingBegin,
-    /// A session's transaction was dropped while units of it were unanswered: whether it
-    /// must be rolled back is decided from the server's status before the next statement.
-    settle: AtomicBool,
-    /// The connection came with the previous holder's COMMIT still unanswered
-    /// (`exclusive.rs`): until the first unit of this holder is answered, its failing with
-    /// 25P02 means that transaction failed before its COMMIT, and the unit is sent again
-    /// after a ROLLBACK.
-    early: AtomicBool,
-}
-
-impl<R: Runtime> Exclusive<R> {
-    fn new(client: Client<R>, held: Held) -> Self {
-        let early = AtomicBool::new(held.early);
-        Exclusive {
-            client,
-            held,
-            begin: PendingBegin::default(),
-            settle: AtomicBool::new(false),
-            early,
-        }
-    }
-
-    /// Whether `r`, a unit's result while the connection came early (before this holder's
-    /// first answer), failed only because the previous holder's transaction had failed: then
-    /// that transaction is rolled back (and this holder's BEGIN armed again) so the unit can be
-    /// sent again. Only the unit that carried (or would have carried) the BEGIN is sent again:
-    /// another one, concurrent with it, fails as it is. Any other answer ends the early state.
-    async fn failed_behind_previous<T>(&self, r: &Result<T, Error>) -> Result<bool, Error> {
-        if !self.early.load(Relaxed) {
-            return Ok(false);
-        }
-        let carried_begin = match r {
-            Err(e) if e.code() == Some(&crate::SqlState::IN_FAILED_SQL_TRANSACTION) => {
-                matches!(e, Error::BeginFailed(_)) || self.begin.is_pending()
-            }
-            _ => {
-                self.early.store(false, Relaxed);
-                return Ok(false);
-            }
-        };
-        if !carried_begin || !self.early.swap(false, Relaxed) {
-            return Ok(false);
-        }
-        self.end_dropped_transaction().await?;
-        if matches!(r, Err(Error::BeginFailed(_))) {
-            self.begin.arm();
-        }
-        Ok(true)
-    }
-
-    /// After a unit whose caller stopped waiting (`query_timeout`): its statement is cancelled
-    /// (bounded, `driver/cancel.rs`), so what follows it on the connection does not wait for as
-    /// long as it runs: while the connection is held, the holder's next statements; after a
-    /// unit that ended the transaction and handed the connection on, the next holders'. `unit`
-    /// is then its queue position.
-    fn cancel_if_abandoned<T>(&self, r: &Result<T, Error>, unit: u64) {
-        if !matches!(r, Err(Error::Timeout)) {
-            return;
-        }
-        if !self.held.is_released() {
-            // Still held: the statement would hold up the holder's next ones for as long as it
-            // runs, so it is cancelled now.
-            self.held.cancel();
-        } else if unit > 0 {
-            let mut wakes = crate::sched::DeferredWakes::default();
-            self.held.conn.request_cancel(unit - 1, unit, &mut wakes);
-            wakes.wake_all();
-        }
-    }
-
-    /// Before a unit that is not sent again after a failure (streams, COPY, typed): a
-    /// connection that came early first waits for the previous holder's end.
-    async fn settle_early(&self) -> Result<(), Error> {
-        if self.early.swap(false, Relaxed) {
-            self.end_dropped_transaction().await?;
-        }
-        Ok(())
-    }
-
-    /// What the next unit carries: the pending BEGIN.
-    fn framing(&self, commit: bool) -> Framing<'_> {
-        debug_assert!(!commit, "a COMMIT rides only in `run`");
-        Framing {
-            begin: Some(&self.begin),
-            commit,
-            queued: None,
-        }
-    }
-
-    /// Before a statement of the holder's: its release-time bookkeeping (see
-    /// [`Client::note_statement`]) and any rollback a dropped transaction left undecided.
-    async fn prepare_for(&self, sql: &str) -> Result<(), Error> {
-        self.client.note_statement(&self.held.conn, sql);
-        if self.settle.swap(false, Relaxed) {
-            self.end_dropped_transaction().await?;
-        }
-        Ok(())
-    }
-
-    /// Rolls back the transaction a dropped [`Savepoint`] left, if the server says one is open
-    /// once every earlier unit is answered (a bare Sync tells).
-    async fn end_dropped_transaction(&self) -> Result<(), Error> {
-        let conn = &self.held.conn;
-        loop {
-            match conn.settled_tx_status() {
-                Some(b'I') => return Ok(()),
-                Some(_) => {
-                    let w = conn.submit_simple_now("ROLLBACK")?;
-                    return self.client.wait_for(None, &w).await.map(|_| ());
-                }
-                None => {
-                    let w = conn.submit_status_now()?;
-                    self.client.wait_for(None, &w).await?;
-                }
-            }
-        }
-    }
-
-    /// Runs a statement; with `commit`, the COMMIT rides in its unit, and the connection goes
-    /// to the next holder as soon as that unit is queued.
-    async fn run(
-        &self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-        commit: bool,
-    ) -> Result<QueryResult, Error> {
-        let op = async {
-            crate::proto::encode::check_input(sql, params.len())?;
-            self.prepare_for(sql).await?;
-            let (held, early) = (&self.held, &self.early);
-            let unit = AtomicU64::new(0);
-            let release = || {
-                unit.store(held.conn.units_pushed(), Relaxed);
-                // Not while this unit may still have to be sent again (see `early`).
-                if !early.load(Relaxed) {
-                    held.release_with_commit();
-                }
-            };
-            let framing = Framing {
-                begin: Some(&self.begin),
-                commit,
-                queued: commit.then_some(&release as &(dyn Fn() + Sync)),
-            };
-            loop {
-                let deadline = self.client.deadline();
-                let r = self
-                    .client
-                    .run_on(&self.held.conn, sql, params, deadline, &framing)
-                    .await;
-                if !self.failed_behind_previous(&r).await? {
-                    self.cancel_if_abandoned(&r, unit.load(Relaxed));
-                    return r;
-                }
-            }
-        };
-        self.client.observed(sql, op).await
-    }
-
-    /// The holder's own simple-protocol text.
-    async fn simple(&self, sql: &str) -> Result<QueryResult, Error> {
-        self.prepare_for(sql).await?;
-        self.control(sql).await
-    }
-
-    /// A simple-protocol text of pgpipe's own (COMMIT, SAVEPOINT, ...), or the holder's once
-    /// noted; a pending BEGIN leads it, in the same text.
-    async fn control(&self, sql: &str) -> Result<QueryResult, Error> {
-        self.control_ending(sql, false).await
-    }
-
-    /// [`Exclusive::control`]; `ends`: the text ends the holder's transaction whatever
-    /// happens (COMMIT, ROLLBACK of a [`Transaction`]), so the connection goes to the next
-    /// holder as soon as it is queued.
-    async fn control_ending(&self, sql: &str, ends: bool) -> Result<QueryResult, Error> {
-        let op = async {
-            loop {
-                let (w, begun) = self
-                    .held
-                    .conn
-                    .submit_simple_framed(sql, &self.framing(false))?;
-                let unit = self.held.conn.units_pushed();
-                // Not while this unit may still have to be sent again (see `early`).
-                if ends && !self.early.load(Relaxed) {
-                    self.held.release_with_commit();
-                }
-                let deadline: Option<Instant> = self.client.deadline();
-                let r = match self.client.wait_for(deadline, &w).await {
-                    // The server counts the position in the whole text, BEGIN included.
-                    Err(Error::Db(mut e)) if begun => {
-                        let shift =
-                            crate::proto::encode::simple_prefix_chars(crate::driver::shared::BEGIN)
-                                as u32;
-                        e.position = e.position.map(|p| p.saturating_sub(shift));
-                        Err(Error::Db(e))
-                    }
-                    r => r,
-                };
-                if !self.failed_behind_previous(&r).await? {
-                    self.cancel_if_abandoned(&r, unit);
-                    return r;
-                }
-            }
-        };
-        self.client.observed(sql, op).await
     }
 }
 

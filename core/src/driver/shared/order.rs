@@ -1,0 +1,131 @@
+//! The order of a holder's statements on its exclusive connection: each statement's unit is
+//! queued in the order the statement was first polled, whatever round trips it needs first (a
+//! prepare, a type lookup), so a statement issued after another never runs before it.
+//!
+//! A statement takes a [`Ticket`] when it starts; its unit waits for its turn, and passes it on
+//! once queued, or when the statement ends without one (an error, a timeout, a dropped
+//! future): a ticket dropped unpassed passes itself.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Mutex;
+use std::task::{Poll, Waker};
+
+use crate::sched::lock;
+
+/// The turns of one holder's statements.
+#[derive(Default)]
+pub(crate) struct Order {
+    state: Mutex<Turns>,
+}
+
+#[derive(Default)]
+struct Turns {
+    /// Tickets handed out.
+    issued: u64,
+    /// The ticket whose unit may be queued now: every earlier one has passed.
+    turn: u64,
+    /// Tickets passed before their turn (their statement failed before queuing).
+    passed_early: BTreeSet<u64>,
+    /// Statements waiting for their turn.
+    waiting: Vec<Waker>,
+}
+
+impl Order {
+    /// A statement's place, taken when it starts.
+    pub(crate) fn ticket(&self) -> Ticket<'_> {
+        let mut st = lock(&self.state);
+        let n = st.issued;
+        st.issued += 1;
+        Ticket {
+            order: self,
+            n,
+            passed: AtomicBool::new(false),
+        }
+    }
+}
+
+/// One statement's place among its holder's; passes itself when dropped.
+pub(crate) struct Ticket<'a> {
+    order: &'a Order,
+    n: u64,
+    passed: AtomicBool,
+}
+
+impl Ticket<'_> {
+    /// Waits until every statement issued before this one has queued its unit or ended.
+    pub(crate) fn wait(&self) -> impl Future<Output = ()> + '_ {
+        futures_lite::future::poll_fn(move |cx| {
+            let mut st = lock(&self.order.state);
+            if st.turn >= self.n {
+                return Poll::Ready(());
+            }
+            if !st.waiting.iter().any(|w| w.will_wake(cx.waker())) {
+                st.waiting.push(cx.waker().clone());
+            }
+            Poll::Pending
+        })
+    }
+
+    /// The statement's unit is queued, or it ends without one: the next may go.
+    pub(crate) fn pass(&self) {
+        if self.passed.swap(true, Relaxed) {
+            return;
+        }
+        let waiting = {
+            let mut st = lock(&self.order.state);
+            st.passed_early.insert(self.n);
+            loop {
+                let turn = st.turn;
+                if !st.passed_early.remove(&turn) {
+                    break;
+                }
+                st.turn += 1;
+            }
+            std::mem::take(&mut st.waiting)
+        };
+        for w in waiting {
+            w.wake();
+        }
+    }
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        self.pass();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::pin::pin;
+    use std::task::Context;
+
+    fn ready(t: &Ticket<'_>) -> bool {
+        let mut f = pin!(t.wait());
+        f.as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_ready()
+    }
+
+    #[test]
+    fn turns_follow_the_tickets_whatever_order_they_pass_in() {
+        let order = Order::default();
+        let (a, b, c) = (order.ticket(), order.ticket(), order.ticket());
+        assert!(ready(&a) && !ready(&b) && !ready(&c));
+        // The third ends first (it failed before queuing): the second still waits for the first.
+        drop(c);
+        assert!(!ready(&b));
+        a.pass();
+        assert!(ready(&b));
+        b.pass();
+        // Passing twice is once.
+        b.pass();
+        let d = order.ticket();
+        assert!(ready(&d), "every earlier ticket passed");
+        drop(a);
+        assert!(ready(&d));
+    }
+}
