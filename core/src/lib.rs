@@ -50,7 +50,7 @@ pub use error::{DbError, Error, ErrorKind, Reason, SqlState};
 pub use exclusive::CancelToken;
 pub use generic::{GenericClient, GenericTransaction};
 pub use row::{Column, Row, RowIndex};
-pub use session::{Savepoint, Session, Transaction};
+pub use session::{IsolationLevel, Savepoint, Session, Transaction, TransactionBuilder};
 pub use stats::{ConnStats, ExclusiveStats, Stats};
 pub use stream::RowStream;
 
@@ -112,9 +112,9 @@ macro_rules! adapter_api {
         pub use $crate::error::{BoxError, DbError, Error, ErrorKind, Reason, SqlState};
         pub use $crate::row::{Column, Row, RowIndex};
         pub use $crate::stats::{ConnStats, ExclusiveStats, Stats};
-        pub use $crate::Notification;
         pub use $crate::{binary_copy, config, error, guard, row, stats, types};
         pub use $crate::{CancelToken, CopyIn, CopyOut, GenericClient, GenericTransaction};
+        pub use $crate::{IsolationLevel, Notification};
         pub use $crate::{RowStream, StatementResult};
 
         /// A pinned exclusive connection for session state (`SET`, `LISTEN`, temp tables),
@@ -124,6 +124,9 @@ macro_rules! adapter_api {
         /// A transaction on an exclusive connection, from `Client::transaction`; dropping it
         /// rolls back.
         pub type Transaction = $crate::Transaction<$rt>;
+
+        /// A transaction's modes before it starts, from `Client::build_transaction`.
+        pub type TransactionBuilder<'a> = $crate::TransactionBuilder<'a, $rt>;
 
         /// A savepoint inside a [`Transaction`], or a transaction inside a [`Session`].
         pub type Savepoint<'a> = $crate::Savepoint<'a, $rt>;

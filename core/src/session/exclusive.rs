@@ -230,8 +230,7 @@ impl<R: Runtime> Exclusive<R> {
                     // The server counts the position in the whole text, BEGIN included.
                     Err(Error::Db(mut e)) if begun => {
                         let shift =
-                            crate::proto::encode::simple_prefix_chars(crate::driver::shared::BEGIN)
-                                as u32;
+                            crate::proto::encode::simple_prefix_chars(self.begin.text()) as u32;
                         e.position = e.position.map(|p| p.saturating_sub(shift));
                         Err(Error::Db(e))
                     }

@@ -17,8 +17,10 @@ use crate::rt::Runtime;
 use crate::{Adapter, Client, Error, Row};
 
 use exclusive::Exclusive;
+pub use options::{IsolationLevel, TransactionBuilder};
 
 mod exclusive;
+mod options;
 
 /// Statement methods shared by every exclusive handle.
 macro_rules! statements {
@@ -164,8 +166,20 @@ impl<R: Adapter> Client<R> {
     /// Checks out an exclusive connection for a transaction. Nothing is sent yet: the
     /// transaction's `BEGIN` goes out with its first statement.
     pub async fn transaction(&self) -> Result<Transaction<R>, Error> {
+        self.transaction_with_modes(0).await
+    }
+
+    /// A transaction with an isolation level, `READ ONLY` or `DEFERRABLE`: set them on the
+    /// returned builder, then `start()` it. They ride in the transaction's BEGIN, which still
+    /// travels with its first statement.
+    pub fn build_transaction(&self) -> TransactionBuilder<'_, R> {
+        TransactionBuilder::new(self)
+    }
+
+    async fn transaction_with_modes(&self, modes: u8) -> Result<Transaction<R>, Error> {
         let held = self.checkout(true).await?;
         let x = Exclusive::new(self.clone(), held);
+        x.begin.set_modes(modes);
         x.begin.arm();
         Ok(Transaction { x })
     }

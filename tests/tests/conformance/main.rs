@@ -489,6 +489,7 @@ suite! {
         transactions::batches_run_all_or_nothing_on_the_shared_path: 60,
         transactions::concurrent_batches_keep_the_total_among_shared_reads: 120,
         transactions::a_committing_transaction_hands_its_connection_on: 60,
+        transactions::transaction_modes_ride_in_the_begin: 60,
         runtime::query_timeouts_fire_on_the_adapter_clock: 60,
         runtime::several_clients_in_one_process_serve_concurrently: 60,
         runtime::one_client_per_runtime_on_several_threads: 120,

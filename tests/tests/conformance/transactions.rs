@@ -565,3 +565,81 @@ pub async fn a_committing_transaction_hands_its_connection_on<H: Harness>() {
     assert_eq!(n, 3, "A's cancelled transaction did not commit, B's did");
     db.close().await;
 }
+
+/// A transaction's isolation level, access and deferrability ride in its BEGIN (still with its
+/// first statement); a read-only transaction refuses writes; error positions in a simple text
+/// still count from the holder's own statement.
+pub async fn transaction_modes_ride_in_the_begin<H: Harness>() {
+    use pgpipe::IsolationLevel;
+    let db = client::<H>(|c| c.pinned_size = 1).await;
+    let modes = "SELECT current_setting('transaction_isolation'), \
+                 current_setting('transaction_read_only'), \
+                 current_setting('transaction_deferrable')";
+    let seen = |row: pgpipe::Row| {
+        (
+            row.get::<_, String>(0),
+            row.get::<_, String>(1),
+            row.get::<_, String>(2),
+        )
+    };
+    let tx = db
+        .build_transaction()
+        .isolation_level(IsolationLevel::Serializable)
+        .read_only(true)
+        .deferrable(true)
+        .start()
+        .await
+        .unwrap();
+    let row = tx.query_one(modes, &[]).await.unwrap();
+    assert_eq!(seen(row), ("serializable".into(), "on".into(), "on".into()));
+    let e = tx
+        .execute(&format!("CREATE TABLE nope_{} (x int)", H::name()), &[])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.code(),
+        Some(&SqlState::READ_ONLY_SQL_TRANSACTION),
+        "{e:?}"
+    );
+    assert!(matches!(tx.commit().await, Err(Error::RolledBack)));
+
+    let tx = db
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(false)
+        .deferrable(false)
+        .start()
+        .await
+        .unwrap();
+    // The BEGIN leads this simple text: the position still counts from the holder's text.
+    let e = tx
+        .batch_execute("SELECT * FROM no_such_table_anywhere")
+        .await
+        .unwrap_err();
+    assert_eq!(e.as_db().and_then(|d| d.position()), Some(15), "{e:?}");
+    drop(tx);
+    let tx = db
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(false)
+        .deferrable(false)
+        .start()
+        .await
+        .unwrap();
+    let row = tx.query_one(modes, &[]).await.unwrap();
+    assert_eq!(
+        seen(row),
+        ("repeatable read".into(), "off".into(), "off".into())
+    );
+    tx.commit().await.unwrap();
+
+    // Without modes: the server's defaults.
+    let tx = db.transaction().await.unwrap();
+    let row = tx.query_one(modes, &[]).await.unwrap();
+    assert_eq!(
+        seen(row),
+        ("read committed".into(), "off".into(), "off".into())
+    );
+    tx.commit().await.unwrap();
+    db.close().await;
+}

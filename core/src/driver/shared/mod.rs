@@ -26,7 +26,7 @@ use crate::sched::{lock, DeferredWakes, Waiter};
 use crate::stats::Counters;
 use crate::{DbError, Error, Reason};
 
-pub(crate) use framing::{Framing, PendingBegin, BEGIN};
+pub(crate) use framing::{begin_text, Framing, PendingBegin};
 pub(crate) use mailbox::SpaceWaiter;
 pub(crate) use order::{Order, Ticket};
 pub(crate) use queued::Queued;
