@@ -7,7 +7,9 @@
 //! type's binary send format; then a 16-bit -1.
 
 use std::ops::Range;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use postgres_types::{FromSql, IsNull, ToSql, Type};
@@ -117,20 +119,32 @@ impl<'a> BinaryCopyOutStream<'a> {
 
     /// The next row; `None` after the last.
     pub async fn next(&mut self) -> Option<Result<BinaryCopyRow, Error>> {
+        futures_lite::future::poll_fn(|cx| self.poll_row(cx)).await
+    }
+
+    fn poll_row(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<BinaryCopyRow, Error>>> {
         loop {
             if !self.ended {
                 match self.parse() {
-                    Ok(Some(row)) => return Some(Ok(row)),
+                    Ok(Some(row)) => return Poll::Ready(Some(Ok(row))),
                     Ok(None) => {}
-                    Err(e) => return Some(Err(e)),
+                    Err(e) => return Poll::Ready(Some(Err(e))),
                 }
             }
-            match self.copy.next().await {
-                Some(Ok(chunk)) => self.buf.extend_from_slice(&chunk),
-                Some(Err(e)) => return Some(Err(e)),
-                None if self.ended && self.buf.is_empty() => return None,
-                None => return Some(Err(malformed("the data ended inside a row"))),
-            }
+            let chunk = std::task::ready!(futures_lite::Stream::poll_next(
+                Pin::new(&mut self.copy),
+                cx
+            ));
+            let end = match chunk {
+                Some(Ok(chunk)) => {
+                    self.buf.extend_from_slice(&chunk);
+                    continue;
+                }
+                Some(Err(e)) => Some(Err(e)),
+                None if self.ended && self.buf.is_empty() => None,
+                None => Some(Err(malformed("the data ended inside a row"))),
+            };
+            return Poll::Ready(end);
         }
     }
 
@@ -194,6 +208,15 @@ impl<'a> BinaryCopyOutStream<'a> {
     /// Rows copied, once the data has ended.
     pub fn rows_copied(&self) -> Option<u64> {
         self.copy.rows_copied()
+    }
+}
+
+/// The rows as a stream (`futures::TryStreamExt::try_collect` and the like).
+impl futures_lite::Stream for BinaryCopyOutStream<'_> {
+    type Item = Result<BinaryCopyRow, Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_row(cx)
     }
 }
 

@@ -10,6 +10,7 @@
 //! mailbox full of chunks.
 //! COPY on the shared path is refused by the guard (it is not a plain statement).
 
+use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -49,6 +50,11 @@ impl<R: Runtime> Client<R> {
             shared,
             buf: BytesMut::with_capacity(CHUNK + 5),
             finished: false,
+            rest: Bytes::new(),
+            sending: None,
+            ending: None,
+            done_queued: Arc::default(),
+            copied: None,
             _holder: PhantomData,
         };
         let shared = copy.shared.clone();
@@ -99,7 +105,29 @@ pub struct CopyIn<'a> {
     /// The CopyData message being filled: a 5-byte header, then data.
     buf: BytesMut,
     finished: bool,
+    /// As a [`futures_sink::Sink`]: what of the last item did not fit in `buf` yet, the
+    /// message on its way into the mailbox, and the end once asked for.
+    rest: Bytes,
+    sending: Option<Pending<()>>,
+    ending: Option<Pending<u64>>,
+    /// Set once `ending` has queued CopyDone (a drop after that must not send CopyFail).
+    done_queued: Arc<std::sync::atomic::AtomicBool>,
+    /// The server's count, once the COPY ended through `Sink::poll_close`.
+    copied: Option<u64>,
     _holder: PhantomData<&'a ()>,
+}
+
+/// A step of a [`CopyIn`] used as a sink, owning what it sends. In a `Mutex` only so that
+/// `CopyIn` stays `Sync`: it is reached through `&mut` alone, so never locked.
+type Pending<T> = std::sync::Mutex<Pin<Box<dyn Future<Output = Result<T, Error>> + Send>>>;
+
+/// Polls a sink step.
+fn poll_step<T>(step: &mut Pending<T>, cx: &mut Context<'_>) -> Poll<Result<T, Error>> {
+    let fut = match step.get_mut() {
+        Ok(f) => f,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    fut.as_mut().poll(cx)
 }
 
 impl CopyIn<'_> {
@@ -110,6 +138,10 @@ impl CopyIn<'_> {
         if let Some(e) = self.shared.failed() {
             self.finished = true;
             return Err(e);
+        }
+        // Whatever the sink side left on its way goes first.
+        if self.sending.is_some() || !self.rest.is_empty() {
+            futures_lite::future::poll_fn(|cx| self.poll_sent(cx)).await?;
         }
         while !data.is_empty() {
             if self.buf.is_empty() {
@@ -127,8 +159,21 @@ impl CopyIn<'_> {
         Ok(())
     }
 
-    /// Ends the data (CopyDone) and waits for the server's count of rows copied.
+    /// Ends the data (CopyDone) and waits for the server's count of rows copied (after
+    /// `Sink::close`, the count it got).
     pub async fn finish(mut self) -> Result<u64, Error> {
+        if let Some(n) = self.copied {
+            return Ok(n);
+        }
+        if self.ending.is_some() {
+            // A `Sink::close` under way: let it end.
+            futures_lite::future::poll_fn(|cx| {
+                futures_sink::Sink::<Bytes>::poll_close(Pin::new(&mut self), cx)
+            })
+            .await?;
+            return Ok(self.copied.unwrap_or(0));
+        }
+        futures_lite::future::poll_fn(|cx| self.poll_sent(cx)).await?;
         if !self.buf.is_empty() {
             self.send_chunk().await?;
         }
@@ -148,9 +193,112 @@ impl CopyIn<'_> {
     }
 }
 
+impl CopyIn<'_> {
+    /// Drives the sink's message on its way, then starts the next one while a whole message
+    /// (or a remainder) is waiting: `Ready` when nothing is on its way.
+    fn poll_sent(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        loop {
+            if let Some(f) = self.sending.as_mut() {
+                let r = std::task::ready!(poll_step(f, cx));
+                self.sending = None;
+                if let Err(e) = r {
+                    self.finished = true;
+                    return Poll::Ready(Err(e));
+                }
+            }
+            if !self.rest.is_empty() && self.buf.len() < CHUNK + 5 {
+                if self.buf.is_empty() {
+                    self.buf.put_u8(b'd');
+                    self.buf.put_u32(0);
+                }
+                let n = (CHUNK + 5 - self.buf.len()).min(self.rest.len());
+                self.buf.extend_from_slice(&self.rest.split_to(n));
+            }
+            if self.buf.len() < CHUNK + 5 {
+                return Poll::Ready(Ok(()));
+            }
+            self.send_buffered();
+        }
+    }
+
+    /// Sends what `buf` holds as one CopyData message, by a future that owns it.
+    fn send_buffered(&mut self) {
+        let len = (self.buf.len() - 1) as u32;
+        self.buf[1..5].copy_from_slice(&len.to_be_bytes());
+        let msg = self.buf.split().freeze();
+        let conn = self.conn.clone();
+        let send = async move { conn.submit_data(&msg).await };
+        self.sending = Some(std::sync::Mutex::new(Box::pin(send)));
+    }
+}
+
+/// A COPY's data as a sink of chunks (`futures::SinkExt::send_all` and the like): the same
+/// bounded path as [`CopyIn::write`]. `close` ends the data and waits for the server's answer;
+/// [`CopyIn::finish`] then returns the count of rows copied.
+impl futures_sink::Sink<Bytes> for CopyIn<'_> {
+    type Error = Error;
+
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        let this = self.get_mut();
+        if let Some(e) = this.shared.failed() {
+            this.finished = true;
+            return Poll::Ready(Err(e));
+        }
+        this.poll_sent(cx)
+    }
+
+    fn start_send(self: Pin<&mut Self>, item: Bytes) -> Result<(), Error> {
+        let this = self.get_mut();
+        if !this.rest.is_empty() {
+            return Err(Error::Protocol(
+                "CopyIn: start_send without poll_ready (the sink protocol)".into(),
+            ));
+        }
+        this.rest = item;
+        Ok(())
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        let this = self.get_mut();
+        std::task::ready!(this.poll_sent(cx))?;
+        if this.buf.len() > 5 {
+            this.send_buffered();
+            return this.poll_sent(cx);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        if self.copied.is_some() {
+            return Poll::Ready(Ok(()));
+        }
+        if self.ending.is_none() {
+            std::task::ready!(self.as_mut().poll_flush(cx))?;
+            let this = self.as_mut().get_mut();
+            let (conn, shared) = (this.conn.clone(), this.shared.clone());
+            let queued = this.done_queued.clone();
+            let end = async move {
+                conn.submit_data(&[b'c', 0, 0, 0, 4]).await?;
+                queued.store(true, std::sync::atomic::Ordering::Relaxed);
+                futures_lite::future::poll_fn(|cx| shared.poll_end(cx)).await
+            };
+            this.ending = Some(std::sync::Mutex::new(Box::pin(end)));
+        }
+        let this = self.get_mut();
+        let Some(ending) = this.ending.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        let r = std::task::ready!(poll_step(ending, cx));
+        this.ending = None;
+        this.finished = true;
+        this.copied = Some(r?);
+        Poll::Ready(Ok(()))
+    }
+}
+
 impl Drop for CopyIn<'_> {
     fn drop(&mut self) {
-        if self.finished {
+        if self.finished || self.done_queued.load(std::sync::atomic::Ordering::Relaxed) {
             return;
         }
         // CopyFail: the server aborts the COPY and answers with an error nobody waits for.

@@ -1,5 +1,6 @@
 //! COPY on exclusive connections: in and out in text and CSV, large copies with bounded
-//! buffers, an abandoned COPY, a rejected row, and the shared path's refusal.
+//! buffers, an abandoned COPY, a rejected row, the shared path's refusal, and the handles as
+//! `Sink` and `Stream`.
 
 use pgpipe::binary_copy::{BinaryCopyInWriter, BinaryCopyOutStream};
 use pgpipe::types::Type;
@@ -194,6 +195,62 @@ pub async fn binary_copy_round_trips_typed_rows<H: Harness>() {
     assert_eq!(i, 50_000);
     assert_eq!(r.rows_copied(), Some(50_000));
     drop(r);
+    drop(s);
+    db.close().await;
+}
+
+/// `CopyIn` is a `Sink` of chunks and `CopyOut` and the binary reader are `Stream`s: the
+/// ecosystem's helpers (`send_all`, `try_collect`) work on them unchanged; a chunk larger than a
+/// CopyData message is split; a sink dropped before `close` aborts the COPY.
+pub async fn copy_handles_are_sinks_and_streams<H: Harness>() {
+    use bytes::Bytes;
+    use futures_util::{SinkExt, TryStreamExt};
+    let db = client::<H>(|c| c.pinned_size = 1).await;
+    let s = db.session().await.unwrap();
+    s.batch_execute("CREATE TEMP TABLE sunk (id int, name text)")
+        .await
+        .unwrap();
+    let mut sink = s.copy_in("COPY sunk FROM STDIN").await.unwrap();
+    let mut lines = futures_util::stream::iter(
+        (0..10_000).map(|i| Ok::<_, pgpipe::Error>(Bytes::from(format!("{i}\tname {i}\n")))),
+    );
+    sink.send_all(&mut lines).await.unwrap();
+    // One item of 200 KB: three messages' worth.
+    let long = format!("10000\t{}\n", "x".repeat(200_000));
+    sink.send(Bytes::from(long)).await.unwrap();
+    sink.close().await.unwrap();
+    assert_eq!(sink.finish().await.unwrap(), 10_001);
+
+    let out = s.copy_out("COPY sunk TO STDOUT").await.unwrap();
+    let chunks: Vec<Bytes> = out.try_collect().await.unwrap();
+    assert_eq!(chunks.len(), 10_001);
+    assert_eq!(&chunks[7][..], b"7\tname 7\n");
+    assert_eq!(chunks[10_000].len(), 6 + 200_000 + 1);
+
+    let out = s
+        .copy_out("COPY (SELECT id, name FROM sunk ORDER BY id) TO STDOUT (FORMAT binary)")
+        .await
+        .unwrap();
+    let rows: Vec<_> = BinaryCopyOutStream::new(out, &[Type::INT4, Type::TEXT])
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 10_001);
+    assert_eq!(rows[5].get::<i32>(0), 5);
+    assert_eq!(rows[5].get::<&str>(1), "name 5");
+
+    // Abandoned after a send, before close: nothing of it is copied, the session goes on.
+    let mut sink = s.copy_in("COPY sunk FROM STDIN").await.unwrap();
+    sink.send(Bytes::from_static(b"99999\tabandoned\n"))
+        .await
+        .unwrap();
+    drop(sink);
+    let n: i64 = s
+        .query_one("SELECT count(*) FROM sunk", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 10_001);
     drop(s);
     db.close().await;
 }

@@ -502,6 +502,7 @@ suite! {
         copy::copy_in_and_out_round_trip: 120,
         copy::abandoned_and_rejected_copies_leave_the_connection_usable: 60,
         copy::binary_copy_round_trips_typed_rows: 120,
+        copy::copy_handles_are_sinks_and_streams: 120,
         values::every_representable_type_round_trips: 120,
         faults::a_half_open_connection_is_found_and_replaced: 60,
         faults::a_long_statement_is_not_mistaken_for_a_dead_connection: 60,
