@@ -19,7 +19,7 @@ use std::future::Future;
 use postgres_types::{ToSql, Type};
 
 use crate::rt::Runtime;
-use crate::{Adapter, Client, Error, Row, Savepoint, Session, Transaction};
+use crate::{Adapter, Client, Error, Row, Savepoint, Session, ToStatement, Transaction};
 
 /// What a helper needs of a handle that runs statements: implemented by [`Client`] (the
 /// shared path, where the guard applies), [`Session`], [`Transaction`] and [`Savepoint`].
@@ -44,30 +44,30 @@ pub trait GenericClient {
         Self: 'a;
 
     /// Runs a statement and returns its rows.
-    fn query(
+    fn query<T: ?Sized + ToStatement + Sync>(
         &self,
-        sql: &str,
+        statement: &T,
         params: &[&(dyn ToSql + Sync)],
     ) -> impl Future<Output = Result<Vec<Row>, Error>>;
 
     /// Runs a statement and returns the number of rows it affected.
-    fn execute(
+    fn execute<T: ?Sized + ToStatement + Sync>(
         &self,
-        sql: &str,
+        statement: &T,
         params: &[&(dyn ToSql + Sync)],
     ) -> impl Future<Output = Result<u64, Error>>;
 
     /// Runs a statement that must return exactly one row.
-    fn query_one(
+    fn query_one<T: ?Sized + ToStatement + Sync>(
         &self,
-        sql: &str,
+        statement: &T,
         params: &[&(dyn ToSql + Sync)],
     ) -> impl Future<Output = Result<Row, Error>>;
 
     /// Runs a statement that returns at most one row.
-    fn query_opt(
+    fn query_opt<T: ?Sized + ToStatement + Sync>(
         &self,
-        sql: &str,
+        statement: &T,
         params: &[&(dyn ToSql + Sync)],
     ) -> impl Future<Output = Result<Option<Row>, Error>>;
 
@@ -96,36 +96,36 @@ pub trait GenericTransaction: GenericClient + Sized {
 /// The statement methods, by delegation to the inherent ones (which take precedence).
 macro_rules! statements {
     ($ty:ty) => {
-        fn query(
+        fn query<T: ?Sized + ToStatement + Sync>(
             &self,
-            sql: &str,
+            statement: &T,
             params: &[&(dyn ToSql + Sync)],
         ) -> impl Future<Output = Result<Vec<Row>, Error>> {
-            <$ty>::query(self, sql, params)
+            <$ty>::query(self, statement, params)
         }
 
-        fn execute(
+        fn execute<T: ?Sized + ToStatement + Sync>(
             &self,
-            sql: &str,
+            statement: &T,
             params: &[&(dyn ToSql + Sync)],
         ) -> impl Future<Output = Result<u64, Error>> {
-            <$ty>::execute(self, sql, params)
+            <$ty>::execute(self, statement, params)
         }
 
-        fn query_one(
+        fn query_one<T: ?Sized + ToStatement + Sync>(
             &self,
-            sql: &str,
+            statement: &T,
             params: &[&(dyn ToSql + Sync)],
         ) -> impl Future<Output = Result<Row, Error>> {
-            <$ty>::query_one(self, sql, params)
+            <$ty>::query_one(self, statement, params)
         }
 
-        fn query_opt(
+        fn query_opt<T: ?Sized + ToStatement + Sync>(
             &self,
-            sql: &str,
+            statement: &T,
             params: &[&(dyn ToSql + Sync)],
         ) -> impl Future<Output = Result<Option<Row>, Error>> {
-            <$ty>::query_opt(self, sql, params)
+            <$ty>::query_opt(self, statement, params)
         }
 
         fn query_typed(

@@ -29,6 +29,7 @@ mod exclusive;
 mod generic;
 pub mod guard;
 mod observe;
+mod prepared;
 mod proto;
 pub mod row;
 pub mod rt;
@@ -49,6 +50,7 @@ pub use driver::Notification;
 pub use error::{DbError, Error, ErrorKind, Reason, SqlState};
 pub use exclusive::CancelToken;
 pub use generic::{GenericClient, GenericTransaction};
+pub use prepared::{Statement, ToStatement};
 pub use row::{Column, Row, RowIndex};
 pub use session::{IsolationLevel, Savepoint, Session, Transaction, TransactionBuilder};
 pub use stats::{ConnStats, ExclusiveStats, Stats};
@@ -114,7 +116,7 @@ macro_rules! adapter_api {
         pub use $crate::stats::{ConnStats, ExclusiveStats, Stats};
         pub use $crate::{binary_copy, config, error, guard, row, stats, types};
         pub use $crate::{CancelToken, CopyIn, CopyOut, GenericClient, GenericTransaction};
-        pub use $crate::{IsolationLevel, Notification};
+        pub use $crate::{IsolationLevel, Notification, Statement, ToStatement};
         pub use $crate::{RowStream, StatementResult};
 
         /// A pinned exclusive connection for session state (`SET`, `LISTEN`, temp tables),

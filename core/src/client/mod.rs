@@ -18,7 +18,7 @@ use crate::guard::Guard;
 use crate::rt::{Runtime, Spawn};
 use crate::sched::Waiter;
 use crate::stats::Stats;
-use crate::{Config, Error, Row};
+use crate::{Config, Error, Row, ToStatement};
 
 use on_demand::{open_on_demand, spawn_connection};
 
@@ -226,31 +226,58 @@ impl<R: Adapter> Client<R> {
 
 impl<R: Runtime> Client<R> {
     /// Runs a statement and returns its rows. Parameters bind to `$1, $2, ...`.
-    pub async fn query(
+    pub async fn query<T: ?Sized + ToStatement>(
         &self,
-        sql: &str,
+        statement: &T,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, Error> {
-        Ok(self.run(sql, params).await?.rows)
+        Ok(self.run(statement.sql_text(), params).await?.rows)
     }
 
     /// Runs a statement and returns the number of rows it affected.
-    pub async fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, Error> {
-        Ok(self.run(sql, params).await?.affected)
+    pub async fn execute<T: ?Sized + ToStatement>(
+        &self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, Error> {
+        Ok(self.run(statement.sql_text(), params).await?.affected)
     }
 
     /// Runs a statement that must return exactly one row.
-    pub async fn query_one(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row, Error> {
-        exactly_one(self.run(sql, params).await?.rows)
+    pub async fn query_one<T: ?Sized + ToStatement>(
+        &self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, Error> {
+        exactly_one(self.run(statement.sql_text(), params).await?.rows)
     }
 
     /// Runs a statement that returns at most one row.
-    pub async fn query_opt(
+    pub async fn query_opt<T: ?Sized + ToStatement>(
         &self,
-        sql: &str,
+        statement: &T,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<Row>, Error> {
-        at_most_one(self.run(sql, params).await?.rows)
+        at_most_one(self.run(statement.sql_text(), params).await?.rows)
+    }
+
+    /// Prepares `sql` on a shared connection without running it: its parameter and column
+    /// types. The guard admits it first, as it would its execution. The returned
+    /// [`crate::Statement`] runs wherever its text would (each connection prepares it once).
+    pub async fn prepare(&self, sql: &str) -> Result<crate::Statement, Error> {
+        let op = async {
+            self.admit(sql, 0)?;
+            let deadline = self.deadline();
+            let mut attempts = 0;
+            loop {
+                let conn = self.route(deadline).await?;
+                let r = self.describe_on(conn, sql, deadline).await;
+                if let Some(r) = self.retry_or_return(conn, r, &mut attempts) {
+                    return r;
+                }
+            }
+        };
+        crate::observe::operation(&self.inner.rt, &self.inner.cfg, sql, op).await
     }
 
     /// Runs a statement with caller-supplied parameter types: one round trip, no statement cache

@@ -245,6 +245,20 @@ impl<R: Runtime> Client<R> {
         }
     }
 
+    /// Prepares `sql` on `conn` (or finds it in its cache) with complete types, running
+    /// nothing: what `prepare()` returns.
+    pub(crate) async fn describe_on(
+        &self,
+        conn: &ConnShared,
+        sql: &str,
+        deadline: Option<Instant>,
+    ) -> Result<crate::Statement, Error> {
+        let rt = &self.inner.rt;
+        let stmt = with_deadline(rt, deadline, conn.statement(sql)).await?;
+        with_deadline(rt, deadline, self.complete_types(conn, &stmt, deadline)).await?;
+        Ok(crate::Statement::new(sql, stmt.params(), stmt.columns()))
+    }
+
     /// Executes a prepared statement whose types are complete.
     pub(crate) async fn execute_prepared(
         &self,

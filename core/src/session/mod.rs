@@ -26,40 +26,56 @@ mod options;
 macro_rules! statements {
     () => {
         /// Runs a statement and returns its rows.
-        pub async fn query(
+        pub async fn query<T: ?Sized + crate::ToStatement>(
             &self,
-            sql: &str,
+            statement: &T,
             params: &[&(dyn ToSql + Sync)],
         ) -> Result<Vec<Row>, Error> {
-            Ok(self.x().run(sql, params, false).await?.rows)
+            Ok(self
+                .x()
+                .run(statement.sql_text(), params, false)
+                .await?
+                .rows)
         }
 
         /// Runs a statement and returns the number of rows it affected.
-        pub async fn execute(
+        pub async fn execute<T: ?Sized + crate::ToStatement>(
             &self,
-            sql: &str,
+            statement: &T,
             params: &[&(dyn ToSql + Sync)],
         ) -> Result<u64, Error> {
-            Ok(self.x().run(sql, params, false).await?.affected)
+            Ok(self
+                .x()
+                .run(statement.sql_text(), params, false)
+                .await?
+                .affected)
         }
 
         /// Runs a statement that must return exactly one row.
-        pub async fn query_one(
+        pub async fn query_one<T: ?Sized + crate::ToStatement>(
             &self,
-            sql: &str,
+            statement: &T,
             params: &[&(dyn ToSql + Sync)],
         ) -> Result<Row, Error> {
-            let rows = self.x().run(sql, params, false).await?.rows;
+            let rows = self
+                .x()
+                .run(statement.sql_text(), params, false)
+                .await?
+                .rows;
             crate::client::exactly_one(rows)
         }
 
         /// Runs a statement that returns at most one row.
-        pub async fn query_opt(
+        pub async fn query_opt<T: ?Sized + crate::ToStatement>(
             &self,
-            sql: &str,
+            statement: &T,
             params: &[&(dyn ToSql + Sync)],
         ) -> Result<Option<Row>, Error> {
-            let rows = self.x().run(sql, params, false).await?.rows;
+            let rows = self
+                .x()
+                .run(statement.sql_text(), params, false)
+                .await?
+                .rows;
             crate::client::at_most_one(rows)
         }
 
@@ -83,12 +99,12 @@ macro_rules! statements {
         /// Runs a statement and streams its rows as they arrive, with bounded memory however
         /// large the result (see [`crate::RowStream`]). Statements issued while the stream is
         /// open queue behind it on this connection. `query_timeout` bounds only the start.
-        pub async fn query_stream(
+        pub async fn query_stream<T: ?Sized + crate::ToStatement>(
             &self,
-            sql: &str,
+            statement: &T,
             params: &[&(dyn ToSql + Sync)],
         ) -> Result<crate::RowStream<'_>, Error> {
-            let x = self.x();
+            let (x, sql) = (self.x(), statement.sql_text());
             let turn = x.order.ticket();
             crate::proto::encode::check_input(sql, params.len())?;
             x.prepare_for(sql).await?;
@@ -137,6 +153,15 @@ macro_rules! statements {
         /// Notices dropped because the backlog was full.
         pub fn notices_dropped(&self) -> u64 {
             crate::sched::lock(&self.x().held.conn.notices).dropped
+        }
+
+        /// Prepares `sql` on this connection without running it: its parameter and column
+        /// types ([`crate::Statement`]).
+        pub async fn prepare(&self, sql: &str) -> Result<crate::Statement, Error> {
+            let x = self.x();
+            crate::proto::encode::check_input(sql, 0)?;
+            let op = x.client.describe_on(&x.held.conn, sql, x.client.deadline());
+            x.client.observed(sql, op).await
         }
 
         /// A token another task can use to cancel what this runs ([`crate::CancelToken`]).

@@ -221,7 +221,8 @@ async fn readme_use() -> Result<(), Box<dyn Error>> {
     let row = db.query_one("SELECT id, name, balance FROM accounts WHERE id = $1", &[&1i32]).await?;
     let balance: i32 = row.get("balance");            // decoded on access; panics on a wrong type
     let name: Option<String> = row.try_get("name")?;  // a typed error instead of a panic
-    let rows = db.query("SELECT id FROM accounts WHERE balance >= $1", &[&50i32]).await?;
+    let by_balance = db.prepare("SELECT id FROM accounts WHERE balance >= $1").await?;  // types, not run
+    let rows = db.query(&by_balance, &[&50i32]).await?;
     let ratio = db.stats().total.units_per_readable();
     println!("{n} upserted, {name:?} has {balance}, {} rows, {ratio:.1} units per readable", rows.len());
 

@@ -23,6 +23,7 @@ mod hostile;
 mod order;
 mod pieces;
 mod pooler;
+mod prepare;
 mod reconnect;
 mod reset;
 mod routing;
@@ -465,6 +466,7 @@ suite! {
         service::listen_delivers_notifications_to_the_session: 30,
         service::notices_reach_their_holder_and_no_one_else: 60,
         order::statements_on_a_session_run_in_the_order_issued: 60,
+        prepare::prepare_gives_types_without_running_the_statement: 60,
         routing::a_slow_query_does_not_stall_callers_routed_elsewhere: 60,
         routing::fast_units_are_not_routed_behind_a_known_slow_one: 60,
         routing::slow_statements_get_lanes_that_retire_when_idle: 60,
@@ -562,6 +564,7 @@ suite! {
         pooler::units_behind_the_one_sync_open_more_clients_of_a_transaction_pooler: 60,
         pooler::a_cancel_storm_through_pgbouncer_fails_only_the_cancelled: 120,
         pooler::a_cancel_token_reaches_the_statement_through_pgbouncer: 120,
+        pooler::prepared_statements_run_through_transaction_mode: 60,
         pooler::a_pgbouncer_restart_resolves_every_unit_and_service_resumes: 120,
         pooler::startup_settings_pgbouncer_does_not_track_are_refused_with_its_reason: 60,
     }

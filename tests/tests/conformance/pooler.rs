@@ -370,6 +370,25 @@ pub async fn a_cancel_token_reaches_the_statement_through_pgbouncer<H: Harness>(
     }
 }
 
+/// `prepare` through a transaction pooler (unnamed statements): the types come back, and the
+/// statement runs by reference, many times, on whichever server connection the pooler gives.
+pub async fn prepared_statements_run_through_transaction_mode<H: Harness>() {
+    if !pgbouncer::available_or_skip("prepared_statements_run_through_transaction_mode") {
+        return;
+    }
+    let db = through::<H>(PoolMode::Transaction, |c| c.named_statements = false).await;
+    let st = db
+        .prepare("SELECT $1::int4 * 2, $2::text")
+        .await
+        .expect("prepare");
+    assert_eq!(st.params(), &[Type::INT4, Type::TEXT]);
+    for i in 0..200i32 {
+        let row = db.query_one(&st, &[&i, &"x"]).await.expect("run");
+        assert_eq!(row.get::<_, i32>(0), i * 2);
+    }
+    db.close().await;
+}
+
 /// Slow statements among fast ones on `db`, whose one pipelined connection has answered a
 /// statement first (so its probe of the path had its answer): every answer checked; the
 /// client's statistics afterwards.
