@@ -63,7 +63,11 @@ fn bad(what: &str) -> io::Error {
 /// A client nonce: 24 printable characters from a secure random source.
 pub(crate) fn nonce() -> Result<String, io::Error> {
     let mut raw = [0u8; 18];
-    rustls::crypto::ring::default_provider()
+    // Only its random source is used here. rustls 0.23.48 deprecates the ring provider for
+    // lacking post-quantum key exchange, which is no concern of a nonce (see `tls/mod.rs`).
+    #[allow(deprecated)]
+    let provider = rustls::crypto::ring::default_provider();
+    provider
         .secure_random
         .fill(&mut raw)
         .map_err(|_| io::Error::other("no secure random source for the SCRAM nonce"))?;

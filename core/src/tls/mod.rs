@@ -55,6 +55,11 @@ impl TlsConnector {
             return Ok(None);
         }
         let mode = effective_mode(tls);
+        // ring, not aws-lc-rs: it builds with only a C compiler (no cmake, no assembler), as
+        // the workspace's Cargo.toml says. rustls 0.23.48 deprecates it for lacking
+        // post-quantum key exchange (X25519MLKEM768); the classical groups remain, and
+        // PostgreSQL's own TLS (OpenSSL) offers those too.
+        #[allow(deprecated)]
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let versions = versions(tls)?;
         let builder = ClientConfig::builder_with_provider(provider.clone())

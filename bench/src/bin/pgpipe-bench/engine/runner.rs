@@ -131,6 +131,9 @@ impl Job {
                 .add(cert.map_err(|e| format!("{}: {e}", path.display()))?)
                 .map_err(|e| format!("{}: {e}", path.display()))?;
         }
+        // The same provider as the client's (deprecated by rustls 0.23.48: no post-quantum
+        // key exchange; see core/src/tls/mod.rs).
+        #[allow(deprecated)]
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
