@@ -73,6 +73,14 @@ pub use pgbouncer::{PgBouncer, PoolMode};
 pub use test_db::{shared, TestDb};
 pub use tls::TlsMaterial;
 
+/// Says on the terminal that `test` was skipped and why: written to the process's stderr
+/// directly, past the test harness's capture (which shows a passing test's `eprintln!` to
+/// nobody), so a run without an optional tool says what it did not check.
+pub fn report_skip(test: &str, why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "SKIPPED {test}: {why}");
+}
+
 /// Superuser of every cluster started by this crate (trust authentication).
 pub const SUPERUSER: &str = "postgres";
 /// Database every URL produced by a [`Cluster`] points at.

@@ -75,7 +75,10 @@ pub fn available_or_skip(test: &str) -> bool {
             panic!("{test}: PGPIPE_REQUIRE_PGBOUNCER is set, but {e}")
         }
         Err(_) => {
-            eprintln!("{test}: skipped, pgbouncer is not installed (apt-get install -y pgbouncer)");
+            crate::report_skip(
+                test,
+                "pgbouncer is not installed (apt-get install -y pgbouncer)",
+            );
             false
         }
     }

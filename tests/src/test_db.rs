@@ -183,9 +183,12 @@ impl TestDb {
     pub fn tls_or_skip(&self, test: &str) -> Option<&TlsMaterial> {
         let tls = self.tls();
         if tls.is_none() {
-            eprintln!(
-                "skipping {test}: {TEST_URL_ENV} names an external server, and TLS tests need \
-                 the harness's own cluster and certificates"
+            crate::report_skip(
+                test,
+                &format!(
+                    "{TEST_URL_ENV} names an external server, and TLS tests need the \
+                     harness's own cluster and certificates"
+                ),
             );
         }
         tls

@@ -339,7 +339,7 @@ pub async fn client_certificates_log_in<H: Harness>() {
 
 pub async fn unix_sockets_in_both_string_forms<H: Harness>() {
     let Some(dir) = shared().socket_dir() else {
-        eprintln!("skipping unix_sockets_in_both_string_forms: external server");
+        pgpipe_tests::report_skip("unix_sockets_in_both_string_forms", "external server");
         return;
     };
     let port = shared_port();

@@ -190,7 +190,10 @@ fn hstore_available() -> bool {
             true
         }
         Err(e) => {
-            eprintln!("skipping hstore: the extension is not available on the server: {e}");
+            pgpipe_tests::report_skip(
+                "hstore",
+                &format!("the extension is not available on the server: {e}"),
+            );
             false
         }
     }
