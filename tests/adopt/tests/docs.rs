@@ -19,6 +19,7 @@ const DOCS: &[&str] = &[
     "docs/TRANSACTIONS.md",
     "docs/DATA.md",
     "docs/ERRORS.md",
+    "docs/MIGRATING.md",
 ];
 
 /// This file, as the messages name it.
@@ -164,6 +165,38 @@ fn the_readme_runs_against_the_test_server() {
         data().await.expect("DATA.md");
         errors().await.expect("ERRORS.md");
     });
+    // The migration guide's program is tokio-postgres's, on the tokio adapter.
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+    rt.block_on(migrating()).expect("MIGRATING.md");
+}
+
+#[rustfmt::skip]
+async fn migrating() -> Result<(), Box<dyn Error>> {
+    // docs/MIGRATING.md: begin
+    use pgpipe_tokio::IsolationLevel;
+
+    // tokio_postgres::connect(url, NoTls) + tokio::spawn(connection); deadpool's Pool
+    let db = pgpipe_tokio::connect(&std::env::var("DATABASE_URL")?).await?;
+    let by_id = db.prepare("SELECT name FROM accounts WHERE id = $1").await?;  // client.prepare
+    let name: String = db.query_one(&by_id, &[&1i32]).await?.get(0);           // client.query_one
+
+    let tx = db                                                                 // client.build_transaction()
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .start()
+        .await?;
+    tx.execute("UPDATE accounts SET balance = balance - 1 WHERE id = $1", &[&1i32]).await?;
+    tx.commit().await?;
+
+    let s = db.session().await?;                      // where a pooled client ran SET, LISTEN, scripts
+    s.batch_execute("SET statement_timeout = '5s'; CREATE TEMP TABLE seen (id int)").await?;
+    let token = s.cancel_token();                     // client.cancel_token()
+    let asked = token.cancel();                       // nothing running: nothing to cancel
+    // docs/MIGRATING.md: end
+    assert_eq!((name.as_str(), asked), ("alice", false));
+    drop(s);
+    db.close().await;
+    Ok(())
 }
 
 #[rustfmt::skip]
