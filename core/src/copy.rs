@@ -19,7 +19,7 @@ use std::task::{Context, Poll};
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::driver::shared::sinks::{CopyInShared, Sink, Source};
-use crate::driver::shared::{ConnShared, Framing, Token};
+use crate::driver::shared::{ConnShared, Framing, Ticket, Token};
 use crate::proto::UnitKind;
 use crate::rt::Runtime;
 use crate::{Client, Error};
@@ -39,10 +39,10 @@ impl<R: Runtime> Client<R> {
     ) -> Result<CopyIn<'a>, Error> {
         let shared = Arc::new(CopyInShared::default());
         let token = Token::CopyIn(shared.clone());
+        // The turn is not passed here: the COPY keeps it until its end (`CopyIn::keep_turn`).
         framing.my_turn().await;
         conn.submit_copy(sql, UnitKind::CopyIn, token, framing)
             .await?;
-        framing.was_queued();
         // From here a drop (of this future, or of the writer) sends CopyFail, so the server
         // never waits for data nobody will send.
         let mut copy = CopyIn {
@@ -55,6 +55,8 @@ impl<R: Runtime> Client<R> {
             ending: None,
             done_queued: Arc::default(),
             copied: None,
+            failure: None,
+            turn: None,
             _holder: PhantomData,
         };
         let shared = copy.shared.clone();
@@ -88,7 +90,7 @@ impl<R: Runtime> Client<R> {
         framing.my_turn().await;
         conn.submit_copy(sql, UnitKind::CopyOut, token, framing)
             .await?;
-        framing.was_queued();
+        framing.was_queued(conn);
         Ok(CopyOut {
             source: Source::new(sink),
             _holder: PhantomData,
@@ -114,7 +116,21 @@ pub struct CopyIn<'a> {
     done_queued: Arc<std::sync::atomic::AtomicBool>,
     /// The server's count, once the COPY ended through `Sink::poll_close`.
     copied: Option<u64>,
+    /// The error that ended the COPY, as every later call returns it (the server's answer
+    /// was taken by the first).
+    failure: Option<Error>,
+    /// A session's turn (`driver/shared/order.rs`): held until CopyDone or CopyFail is
+    /// queued, so no statement of the holder lands between the COPY and its data.
+    turn: Option<Ticket<'a>>,
     _holder: PhantomData<&'a ()>,
+}
+
+/// The error a COPY ended with, once more for a later call.
+fn again(e: &Error) -> Error {
+    match e {
+        Error::Db(d) => Error::Db(d.clone()),
+        other => Error::Protocol(format!("the COPY already failed: {other}")),
+    }
 }
 
 /// A step of a [`CopyIn`] used as a sink, owning what it sends. In a `Mutex` only so that
@@ -135,8 +151,7 @@ impl CopyIn<'_> {
     /// this waits for it to send, so a fast producer never buffers without bound. Fails early
     /// if the server already rejected the COPY (a malformed row, a constraint).
     pub async fn write(&mut self, mut data: &[u8]) -> Result<(), Error> {
-        if let Some(e) = self.shared.failed() {
-            self.finished = true;
+        if let Some(e) = self.ended() {
             return Err(e);
         }
         // Whatever the sink side left on its way goes first.
@@ -165,6 +180,9 @@ impl CopyIn<'_> {
         if let Some(n) = self.copied {
             return Ok(n);
         }
+        if let Some(e) = &self.failure {
+            return Err(again(e));
+        }
         if self.ending.is_some() {
             // A `Sink::close` under way: let it end.
             futures_lite::future::poll_fn(|cx| {
@@ -179,6 +197,7 @@ impl CopyIn<'_> {
         }
         self.conn.submit_data(&[b'c', 0, 0, 0, 4]).await?;
         self.finished = true;
+        self.turn = None;
         futures_lite::future::poll_fn(|cx| self.shared.poll_end(cx)).await
     }
 
@@ -187,9 +206,37 @@ impl CopyIn<'_> {
         self.buf[1..5].copy_from_slice(&len.to_be_bytes());
         // The mailbox copies the message: the buffer is reused for the next one, not
         // reallocated per chunk.
-        self.conn.submit_data(&self.buf).await?;
+        if let Err(e) = self.conn.submit_data(&self.buf).await {
+            return Err(self.fail(e));
+        }
         self.buf.clear();
         Ok(())
+    }
+}
+
+impl<'a> CopyIn<'a> {
+    /// Keeps the session's `turn` until the COPY's end is queued.
+    pub(crate) fn keep_turn(&mut self, turn: Ticket<'a>) {
+        self.turn = Some(turn);
+    }
+
+    /// The COPY ended with `e`: every later call returns it too.
+    fn fail(&mut self, e: Error) -> Error {
+        self.finished = true;
+        self.failure = Some(again(&e));
+        e
+    }
+
+    /// Whether the COPY has ended (failed, or its end queued): the error to return then.
+    fn ended(&mut self) -> Option<Error> {
+        if let Some(e) = &self.failure {
+            return Some(again(e));
+        }
+        if let Some(e) = self.shared.failed() {
+            return Some(self.fail(e));
+        }
+        (self.finished || self.done_queued.load(std::sync::atomic::Ordering::Relaxed))
+            .then(|| Error::Protocol("the COPY has ended: no more data".into()))
     }
 }
 
@@ -202,8 +249,7 @@ impl CopyIn<'_> {
                 let r = std::task::ready!(poll_step(f, cx));
                 self.sending = None;
                 if let Err(e) = r {
-                    self.finished = true;
-                    return Poll::Ready(Err(e));
+                    return Poll::Ready(Err(self.fail(e)));
                 }
             }
             if !self.rest.is_empty() && self.buf.len() < CHUNK + 5 {
@@ -240,8 +286,7 @@ impl futures_sink::Sink<Bytes> for CopyIn<'_> {
 
     fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         let this = self.get_mut();
-        if let Some(e) = this.shared.failed() {
-            this.finished = true;
+        if let Some(e) = this.ended() {
             return Poll::Ready(Err(e));
         }
         this.poll_sent(cx)
@@ -272,6 +317,9 @@ impl futures_sink::Sink<Bytes> for CopyIn<'_> {
         if self.copied.is_some() {
             return Poll::Ready(Ok(()));
         }
+        if let Some(e) = &self.failure {
+            return Poll::Ready(Err(again(e)));
+        }
         if self.ending.is_none() {
             std::task::ready!(self.as_mut().poll_flush(cx))?;
             let this = self.as_mut().get_mut();
@@ -290,9 +338,15 @@ impl futures_sink::Sink<Bytes> for CopyIn<'_> {
         };
         let r = std::task::ready!(poll_step(ending, cx));
         this.ending = None;
-        this.finished = true;
-        this.copied = Some(r?);
-        Poll::Ready(Ok(()))
+        this.turn = None;
+        match r {
+            Ok(n) => {
+                this.finished = true;
+                this.copied = Some(n);
+                Poll::Ready(Ok(()))
+            }
+            Err(e) => Poll::Ready(Err(this.fail(e))),
+        }
     }
 }
 

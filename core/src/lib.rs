@@ -51,7 +51,7 @@ pub use error::{DbError, Error, ErrorKind, Reason, SqlState};
 pub use exclusive::CancelToken;
 pub use generic::{GenericClient, GenericTransaction};
 pub use prepared::{Statement, ToStatement};
-pub use row::{Column, Row, RowIndex};
+pub use row::{Column, Row, RowIndex, SimpleQueryMessage, SimpleQueryRow};
 pub use session::{IsolationLevel, Savepoint, Session, Transaction, TransactionBuilder};
 pub use stats::{ConnStats, ExclusiveStats, Stats};
 pub use stream::RowStream;
@@ -112,7 +112,7 @@ macro_rules! adapter_api {
             SslMode, SslNegotiation, TargetSessionAttrs, TlsConfig, TlsVersion,
         };
         pub use $crate::error::{BoxError, DbError, Error, ErrorKind, Reason, SqlState};
-        pub use $crate::row::{Column, Row, RowIndex};
+        pub use $crate::row::{Column, Row, RowIndex, SimpleQueryMessage, SimpleQueryRow};
         pub use $crate::stats::{ConnStats, ExclusiveStats, Stats};
         pub use $crate::{binary_copy, config, error, guard, row, stats, types};
         pub use $crate::{CancelToken, CopyIn, CopyOut, GenericClient, GenericTransaction};

@@ -197,3 +197,76 @@ impl<T: ?Sized + RowIndex> RowIndex for &T {
         (**self).index(columns)
     }
 }
+
+/// One result of a session's `simple_query`, in the server's order: a row of the statement
+/// running, or the end of a statement with its affected-row count.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SimpleQueryMessage {
+    /// A row, its values as text.
+    Row(SimpleQueryRow),
+    /// A statement completed, with the count its command tag carries (0 when none).
+    CommandComplete(u64),
+}
+
+/// A row of a simple query: its values as the server formats them in text.
+#[derive(Debug, Clone)]
+pub struct SimpleQueryRow {
+    row: Row,
+}
+
+impl SimpleQueryRow {
+    pub(crate) fn new(row: Row) -> SimpleQueryRow {
+        SimpleQueryRow { row }
+    }
+
+    /// The row's columns.
+    pub fn columns(&self) -> &[Column] {
+        self.row.columns()
+    }
+
+    /// The number of values.
+    pub fn len(&self) -> usize {
+        self.row.len()
+    }
+
+    /// Whether the row has no values.
+    pub fn is_empty(&self) -> bool {
+        self.row.is_empty()
+    }
+
+    /// The value of column `idx` as text, or `None` for NULL.
+    ///
+    /// # Panics
+    /// Panics if the column does not exist or its value is not UTF-8; [`SimpleQueryRow::try_get`]
+    /// returns an error instead.
+    #[track_caller]
+    pub fn get(&self, idx: usize) -> Option<&str> {
+        match self.try_get(idx) {
+            Ok(v) => v,
+            Err(e) => panic!("error reading column {idx}: {e}"),
+        }
+    }
+
+    /// The value of column `idx` as text (`None` for NULL), or why it cannot be read.
+    pub fn try_get(&self, idx: usize) -> Result<Option<&str>, Error> {
+        let name = || {
+            self.columns()
+                .get(idx)
+                .map_or_else(|| idx.to_string(), |c| c.name().to_owned())
+        };
+        if idx >= self.len() {
+            return Err(Error::ColumnNotFound(idx.to_string()));
+        }
+        let raw = self.row.raw(idx).map_err(|e| Error::Decode {
+            column: name(),
+            source: e.into(),
+        })?;
+        raw.map(std::str::from_utf8)
+            .transpose()
+            .map_err(|e| Error::Decode {
+                column: name(),
+                source: Box::new(e),
+            })
+    }
+}

@@ -37,18 +37,19 @@ impl<R: Runtime> Client<R> {
         framing: &Framing<'_>,
     ) -> Result<RowStream<'a>, Error> {
         let rt = self.runtime();
+        // In turn before the prepare (see `Client::run_on`).
+        with_deadline(rt, deadline, framing.my_turn_or_error()).await?;
         let stmt = with_deadline(rt, deadline, conn.statement(sql)).await?;
         with_deadline(rt, deadline, self.complete_types(conn, &stmt, deadline)).await?;
         stmt.check_param_count(params.len())?;
         let sink = Arc::new(RowSink::new(conn.clone(), STREAM_CAPACITY));
-        with_deadline(rt, deadline, framing.my_turn_or_error()).await?;
         with_deadline(
             rt,
             deadline,
             conn.submit_stream(&stmt, params, &sink, framing),
         )
         .await?;
-        framing.was_queued();
+        framing.was_queued(conn);
         Ok(RowStream::new(sink))
     }
 }

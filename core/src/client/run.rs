@@ -51,7 +51,7 @@ impl<R: Runtime> Client<R> {
             }
             let submit = conn.submit_typed(sql, params, framing);
             let w = with_deadline(rt, deadline, submit).await?;
-            framing.was_queued();
+            framing.was_queued(conn);
             let mut r = self.wait_for(deadline, &w).await?;
             r.rows = self.complete_rows(conn, r.rows, deadline).await?;
             Ok(r)
@@ -198,6 +198,11 @@ impl<R: Runtime> Client<R> {
         deadline: Option<Instant>,
         framing: &Framing<'_>,
     ) -> Result<QueryResult, Error> {
+        // On an exclusive connection, in turn before the prepare: its Parse must not overtake
+        // an earlier statement that creates what it names.
+        if framing.turn.is_some() {
+            with_deadline(&self.inner.rt, deadline, framing.my_turn_or_error()).await?;
+        }
         let stmt = with_deadline(&self.inner.rt, deadline, conn.statement(sql)).await?;
         self.execute_fresh(conn, sql, &stmt, params, deadline, framing)
             .await
@@ -274,7 +279,7 @@ impl<R: Runtime> Client<R> {
             with_deadline(rt, deadline, framing.my_turn_or_error()).await?;
         }
         let w = with_deadline(rt, deadline, conn.submit_execute(stmt, params, framing)).await?;
-        framing.was_queued();
+        framing.was_queued(conn);
         wait(rt, deadline, &w).await
     }
 }

@@ -520,19 +520,9 @@ impl Held {
         }
     }
 
-    /// Whether the connection was handed on already ([`Held::release_with_commit`]).
-    pub(crate) fn is_released(&self) -> bool {
-        self.released.load(Relaxed)
-    }
-
     /// A token that cancels what this holder runs, while it holds the connection.
     pub(crate) fn cancel_token(&self) -> CancelToken {
         CancelToken::new(&self.pinned, &self.conn, self.id)
-    }
-
-    /// Cancels what this holder has unanswered (its caller stopped waiting).
-    pub(crate) fn cancel(&self) -> bool {
-        self.pinned.cancel_holder(self.id, &self.conn)
     }
 
     /// The holder queued its transaction's last unit: hand the connection on now if that is

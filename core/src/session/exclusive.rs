@@ -1,8 +1,8 @@
 //! The connection and client behind every exclusive handle: the pending BEGIN, the order of
 //! the holder's statements, a dropped transaction's settling, and the statements themselves.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Instant;
 
 use postgres_types::ToSql;
@@ -74,24 +74,28 @@ impl<R: Runtime> Exclusive<R> {
         Ok(true)
     }
 
-    /// After a unit whose caller stopped waiting (`query_timeout`): its statement is cancelled
-    /// (bounded, `driver/cancel.rs`), so what follows it on the connection does not wait for as
-    /// long as it runs: while the connection is held, the holder's next statements; after a
-    /// unit that ended the transaction and handed the connection on, the next holders'. `unit`
-    /// is then its queue position.
+    /// After a unit whose caller stopped waiting (`query_timeout`): its statement alone is
+    /// cancelled (bounded, `driver/cancel.rs`), so what follows it on the connection does not
+    /// wait for as long as it runs: the holder's next statements, or, after a unit that ended
+    /// the transaction and handed the connection on, the next holder's. `unit` is its queue
+    /// position (the connection's units pushed with it; 0: never queued). The signal goes only
+    /// while nothing after it is on the wire, so it reaches no other statement.
     pub(super) fn cancel_if_abandoned<T>(&self, r: &Result<T, Error>, unit: u64) {
-        if !matches!(r, Err(Error::Timeout)) {
-            return;
-        }
-        if !self.held.is_released() {
-            // Still held: the statement would hold up the holder's next ones for as long as it
-            // runs, so it is cancelled now.
-            self.held.cancel();
-        } else if unit > 0 {
+        if matches!(r, Err(Error::Timeout)) && unit > 0 {
             let mut wakes = crate::sched::DeferredWakes::default();
             self.held.conn.request_cancel(unit - 1, unit, &mut wakes);
             wakes.wake_all();
         }
+    }
+
+    /// Waits, within the deadline, until the holder's statements issued before `turn`'s have
+    /// queued their units (`driver/shared/order.rs`).
+    pub(super) async fn wait_turn(&self, turn: &Ticket<'_>) -> Result<(), Error> {
+        let wait = async {
+            turn.wait().await;
+            Ok(())
+        };
+        crate::rt::with_deadline(self.client.runtime(), self.client.deadline(), wait).await
     }
 
     /// Before a unit that is not sent again after a failure (streams, COPY, typed): a
@@ -155,9 +159,7 @@ impl<R: Runtime> Exclusive<R> {
             crate::proto::encode::check_input(sql, params.len())?;
             self.prepare_for(sql).await?;
             let (held, early) = (&self.held, &self.early);
-            let unit = AtomicU64::new(0);
             let release = || {
-                unit.store(held.conn.units_pushed(), Relaxed);
                 // Not while this unit may still have to be sent again (see `early`).
                 if !early.load(Relaxed) {
                     held.release_with_commit();
@@ -176,7 +178,7 @@ impl<R: Runtime> Exclusive<R> {
                     .run_on(&self.held.conn, sql, params, deadline, &framing)
                     .await;
                 if !self.failed_behind_previous(&r).await? {
-                    self.cancel_if_abandoned(&r, unit.load(Relaxed));
+                    self.cancel_if_abandoned(&r, turn.queued_at());
                     return r;
                 }
             }
@@ -195,6 +197,54 @@ impl<R: Runtime> Exclusive<R> {
     /// noted; a pending BEGIN leads it, in the same text.
     pub(super) async fn control(&self, sql: &str) -> Result<QueryResult, Error> {
         self.control_ending(sql, false).await
+    }
+
+    /// The holder's simple-protocol text with its results kept: every statement's rows (as
+    /// text) and count, in order. Not sent again after a failure, so a connection that came
+    /// early first waits for the previous holder's end.
+    pub(super) async fn simple_rows(
+        &self,
+        sql: &str,
+    ) -> Result<Vec<crate::SimpleQueryMessage>, Error> {
+        let turn = self.order.ticket();
+        self.prepare_for(sql).await?;
+        // In turn first: the settling may roll back, which must not overtake earlier units.
+        self.wait_turn(&turn).await?;
+        self.settle_early().await?;
+        let framing = self.framing(&turn);
+        let op =
+            async {
+                let deadline = self.client.deadline();
+                let rt = self.client.runtime();
+                crate::rt::with_deadline(rt, deadline, framing.my_turn_or_error()).await?;
+                let (unit, begun) = self.held.conn.submit_simple_rows(sql, &framing)?;
+                framing.was_queued(&self.held.conn);
+                let at = self.held.conn.units_pushed();
+                let waited = futures_lite::future::poll_fn(|cx| unit.waiter.poll_block(cx));
+                let r = match crate::rt::with_deadline(rt, deadline, waited).await {
+                    // Kept per statement like a batch's, but a script's error is the server's own.
+                    Err(Error::BatchFailed { source, .. }) => Err(Error::Db(source)),
+                    r => r,
+                };
+                let r = match r {
+                    Err(Error::Db(mut e)) if begun => {
+                        let shift = crate::proto::encode::simple_prefix_chars(self.begin.text());
+                        e.position = e.position.map(|p| p.saturating_sub(shift as u32));
+                        Err(Error::Db(e))
+                    }
+                    r => r,
+                };
+                self.cancel_if_abandoned(&r, at);
+                let mut out = Vec::new();
+                for result in r? {
+                    out.extend(result.rows.into_iter().map(|row| {
+                        crate::SimpleQueryMessage::Row(crate::SimpleQueryRow::new(row))
+                    }));
+                    out.push(crate::SimpleQueryMessage::CommandComplete(result.affected));
+                }
+                Ok(out)
+            };
+        self.client.observed(sql, op).await
     }
 
     /// [`Exclusive::control`]; `ends`: the text ends the holder's transaction whatever
@@ -219,7 +269,7 @@ impl<R: Runtime> Exclusive<R> {
             crate::rt::with_deadline(self.client.runtime(), deadline, turn).await?;
             loop {
                 let (w, begun) = self.held.conn.submit_simple_framed(sql, &framing)?;
-                framing.was_queued();
+                framing.was_queued(&self.held.conn);
                 let unit = self.held.conn.units_pushed();
                 // Not while this unit may still have to be sent again (see `early`).
                 if ends && !self.early.load(Relaxed) {

@@ -88,6 +88,8 @@ macro_rules! statements {
             let x = self.x();
             let turn = x.order.ticket();
             x.prepare_for(sql).await?;
+            // In turn first: the settling may roll back, which must not overtake earlier units.
+            x.wait_turn(&turn).await?;
             x.settle_early().await?;
             let deadline = x.client.deadline();
             Ok(x.client
@@ -108,6 +110,8 @@ macro_rules! statements {
             let turn = x.order.ticket();
             crate::proto::encode::check_input(sql, params.len())?;
             x.prepare_for(sql).await?;
+            // In turn first: the settling may roll back, which must not overtake earlier units.
+            x.wait_turn(&turn).await?;
             x.settle_early().await?;
             let deadline = x.client.deadline();
             x.client
@@ -116,16 +120,23 @@ macro_rules! statements {
         }
 
         /// Starts `COPY ... FROM STDIN`: write the data to the returned [`crate::CopyIn`],
-        /// then `finish()` it for the number of rows copied.
+        /// then `finish()` it for the number of rows copied. Statements issued on this
+        /// connection while it is open wait until its end is sent (they would land between
+        /// the COPY and its data).
         pub async fn copy_in(&self, sql: &str) -> Result<crate::CopyIn<'_>, Error> {
             let x = self.x();
             let turn = x.order.ticket();
             crate::proto::encode::check_input(sql, 0)?;
             x.prepare_for(sql).await?;
+            // In turn first: the settling may roll back, which must not overtake earlier units.
+            x.wait_turn(&turn).await?;
             x.settle_early().await?;
-            x.client
+            let mut copy = x
+                .client
                 .copy_in_on(&x.held.conn, sql, &x.framing(&turn))
-                .await
+                .await?;
+            copy.keep_turn(turn);
+            Ok(copy)
         }
 
         /// Starts `COPY ... TO STDOUT`: the returned [`crate::CopyOut`] yields its data.
@@ -134,6 +145,8 @@ macro_rules! statements {
             let turn = x.order.ticket();
             crate::proto::encode::check_input(sql, 0)?;
             x.prepare_for(sql).await?;
+            // In turn first: the settling may roll back, which must not overtake earlier units.
+            x.wait_turn(&turn).await?;
             x.settle_early().await?;
             x.client
                 .copy_out_on(&x.held.conn, sql, &x.framing(&turn))
@@ -159,7 +172,10 @@ macro_rules! statements {
         /// types ([`crate::Statement`]).
         pub async fn prepare(&self, sql: &str) -> Result<crate::Statement, Error> {
             let x = self.x();
+            // In turn: what it names may be created by a statement issued before it.
+            let turn = x.order.ticket();
             crate::proto::encode::check_input(sql, 0)?;
+            x.wait_turn(&turn).await?;
             let op = x.client.describe_on(&x.held.conn, sql, x.client.deadline());
             x.client.observed(sql, op).await
         }
@@ -167,6 +183,17 @@ macro_rules! statements {
         /// A token another task can use to cancel what this runs ([`crate::CancelToken`]).
         pub fn cancel_token(&self) -> crate::CancelToken {
             self.x().held.cancel_token()
+        }
+
+        /// Runs one or more `;`-separated statements with the simple protocol (no parameters)
+        /// and returns every statement's rows, their values as text, each statement ending
+        /// with its count ([`crate::SimpleQueryMessage`]). Stops at the first error. For
+        /// `SHOW`, scripts and tools that read text.
+        pub async fn simple_query(
+            &self,
+            sql: &str,
+        ) -> Result<Vec<crate::SimpleQueryMessage>, Error> {
+            self.x().simple_rows(sql).await
         }
 
         /// Runs one or more `;`-separated statements with the simple protocol (no parameters,

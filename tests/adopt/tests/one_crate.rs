@@ -68,6 +68,8 @@ reachable!(
     Savepoint,
     Server,
     Session,
+    SimpleQueryMessage,
+    SimpleQueryRow,
     SqlState,
     SslMode,
     SslNegotiation,

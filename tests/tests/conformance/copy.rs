@@ -239,6 +239,36 @@ pub async fn copy_handles_are_sinks_and_streams<H: Harness>() {
     assert_eq!(rows[5].get::<i32>(0), 5);
     assert_eq!(rows[5].get::<&str>(1), "name 5");
 
+    // A statement issued while a COPY is open waits for its end (it would land between the
+    // COPY and its data): it sees the copied rows.
+    let mut sink = s.copy_in("COPY sunk FROM STDIN").await.unwrap();
+    let (count, copied) =
+        futures_lite::future::zip(s.query_one("SELECT count(*) FROM sunk", &[]), async {
+            sink.send(Bytes::from_static(b"20000\tlate\n")).await?;
+            sink.close().await?;
+            sink.finish().await
+        })
+        .await;
+    assert_eq!(copied.unwrap(), 1);
+    assert_eq!(count.unwrap().get::<_, i64>(0), 10_002);
+
+    // A rejected row fails the sink, and every later call says so instead of waiting.
+    let mut sink = s.copy_in("COPY sunk FROM STDIN").await.unwrap();
+    let bad = sink.send(Bytes::from_static(b"not a number\tx\n")).await;
+    let closed = match bad {
+        Ok(()) => sink.close().await,
+        Err(e) => Err(e),
+    };
+    let e = closed.unwrap_err();
+    assert_eq!(
+        e.code(),
+        Some(&SqlState::INVALID_TEXT_REPRESENTATION),
+        "{e:?}"
+    );
+    let again = sink.close().await.unwrap_err();
+    assert_eq!(again.code(), e.code(), "{again:?}");
+    assert_eq!(sink.finish().await.unwrap_err().code(), e.code());
+
     // Abandoned after a send, before close: nothing of it is copied, the session goes on.
     let mut sink = s.copy_in("COPY sunk FROM STDIN").await.unwrap();
     sink.send(Bytes::from_static(b"99999\tabandoned\n"))
@@ -250,7 +280,7 @@ pub async fn copy_handles_are_sinks_and_streams<H: Harness>() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(n, 10_001);
+    assert_eq!(n, 10_002);
     drop(s);
     db.close().await;
 }

@@ -467,6 +467,7 @@ suite! {
         service::notices_reach_their_holder_and_no_one_else: 60,
         order::statements_on_a_session_run_in_the_order_issued: 60,
         prepare::prepare_gives_types_without_running_the_statement: 60,
+        prepare::simple_query_returns_every_statements_text_rows: 60,
         routing::a_slow_query_does_not_stall_callers_routed_elsewhere: 60,
         routing::fast_units_are_not_routed_behind_a_known_slow_one: 60,
         routing::slow_statements_get_lanes_that_retire_when_idle: 60,

@@ -56,6 +56,18 @@ pub async fn statements_on_a_session_run_in_the_order_issued<H: Harness>() {
     .await;
     assert!(bad.is_err());
     assert_eq!(seen(after), 21);
+    // A statement's prepare waits its turn too: its Parse would not see the table an earlier
+    // statement creates.
+    let (created, inserted) = futures_lite::future::zip(
+        s.execute(
+            "CREATE TEMP TABLE made_here AS SELECT $1::int4 AS a",
+            &[&1i32],
+        ),
+        s.execute("INSERT INTO made_here VALUES ($1)", &[&2i32]),
+    )
+    .await;
+    assert_eq!(created.unwrap(), 1);
+    assert_eq!(inserted.unwrap(), 1);
     drop(s);
 
     // In a transaction: the COMMIT too waits for the statements issued before it.

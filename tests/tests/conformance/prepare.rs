@@ -74,3 +74,69 @@ pub async fn prepare_gives_types_without_running_the_statement<H: Harness>() {
     db.close().await;
     psql(&format!("DROP TABLE {table}"));
 }
+
+/// A session's `simple_query`: every statement's rows as text and its count, in order; NULL
+/// as `None`; the first error stops the text; a transaction's BEGIN riding ahead of the text
+/// stays out of its results and its error positions.
+pub async fn simple_query_returns_every_statements_text_rows<H: Harness>() {
+    use pgpipe::SimpleQueryMessage as M;
+    let db = client::<H>(|c| c.pinned_size = 1).await;
+    let s = db.session().await.unwrap();
+    let out = s
+        .simple_query(
+            "CREATE TEMP TABLE simple_t (id int, name text); \
+             INSERT INTO simple_t VALUES (1, 'one'), (2, NULL); \
+             SELECT id, name FROM simple_t ORDER BY id; \
+             SHOW standard_conforming_strings",
+        )
+        .await
+        .unwrap();
+    let shape: Vec<String> = out
+        .iter()
+        .map(|m| match m {
+            M::Row(r) => format!(
+                "row {:?}",
+                (0..r.len()).map(|i| r.get(i)).collect::<Vec<_>>()
+            ),
+            M::CommandComplete(n) => format!("done {n}"),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            "done 0",
+            "done 2",
+            "row [Some(\"1\"), Some(\"one\")]",
+            "row [Some(\"2\"), None]",
+            "done 2",
+            "row [Some(\"on\")]",
+            "done 0",
+        ]
+    );
+    let M::Row(row) = &out[2] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(row.columns()[1].name(), "name");
+    assert!(row.try_get(5).is_err());
+    // The first error stops the text: nothing after it ran.
+    let e = s
+        .simple_query("SELECT 1; SELECT nope FROM simple_t; INSERT INTO simple_t VALUES (3, 'x')")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(&SqlState::UNDEFINED_COLUMN), "{e:?}");
+    let n = s
+        .simple_query("SELECT count(*) FROM simple_t")
+        .await
+        .unwrap();
+    assert!(matches!(&n[0], M::Row(r) if r.get(0) == Some("2")), "{n:?}");
+    drop(s);
+    // In a transaction the BEGIN rides ahead: not among the results, not in the position.
+    let tx = db.transaction().await.unwrap();
+    let out = tx.simple_query("SELECT 'a' AS x").await.unwrap();
+    assert_eq!(out.len(), 2, "{out:?}");
+    let e = tx.simple_query("SELECT nope").await.unwrap_err();
+    assert_eq!(e.as_db().and_then(|d| d.position()), Some(8), "{e:?}");
+    drop(tx);
+    db.close().await;
+}

@@ -239,6 +239,12 @@ impl Conn {
         None
     }
 
+    /// The task could not send the CancelRequest [`Conn::cancel_due`] asked for (the client's
+    /// cancels are all in flight): the work runs to its end, unbounded, as it would uncancelled.
+    pub(crate) fn cancel_not_sent(&mut self) {
+        self.cancel.bound = None;
+    }
+
     /// The task sent (or is sending) a CancelRequest: nothing past the abandoned work goes out
     /// until [`Conn::cancel_over`].
     pub(crate) fn cancel_sent(&mut self) {

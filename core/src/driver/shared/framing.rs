@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU8};
 use std::sync::OnceLock;
 
-use super::Ticket;
+use super::{ConnShared, Ticket};
 use crate::proto::Frame;
 
 /// A transaction's BEGIN that has not gone out yet: the transaction's first unit takes it
@@ -119,10 +119,10 @@ impl<'a> Framing<'a> {
         Ok(())
     }
 
-    /// The unit went into the mailbox: the holder's next statement may queue its own.
-    pub(crate) fn was_queued(&self) {
+    /// The unit went into `conn`'s mailbox: the holder's next statement may queue its own.
+    pub(crate) fn was_queued(&self, conn: &ConnShared) {
         if let Some(t) = self.turn {
-            t.pass();
+            t.queued(conn.units_pushed());
         }
         if let Some(f) = self.queued {
             f();

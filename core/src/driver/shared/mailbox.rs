@@ -77,6 +77,37 @@ impl ConnShared {
         Ok((waiter, begin.is_some()))
     }
 
+    /// A simple-protocol text whose results are kept ([`UnitKind::SimpleRows`]), carrying
+    /// `framing`'s pending BEGIN as its first statement: each statement's rows and count, in
+    /// order, through the batch's waiter; `true` when it took the BEGIN.
+    pub(crate) fn submit_simple_rows(
+        &self,
+        sql: &str,
+        framing: &Framing<'_>,
+    ) -> Result<(Arc<BatchUnit>, bool), Error> {
+        let mut st = lock(&self.state);
+        status_check(&st.status)?;
+        let start = st.committed;
+        st.buf.truncate(start);
+        let begin = framing.take_begin();
+        if let Err(e) = encode::simple_after(begin, sql, &mut st.buf) {
+            framing.restore_begin(begin);
+            return Err(e);
+        }
+        let unit = Arc::new(BatchUnit::new(1));
+        let frame = Frame {
+            before: u8::from(begin.is_some()),
+            after: 0,
+        };
+        let queued = Queued::new(Token::Batch(unit.clone()), UnitKind::SimpleRows).framed(frame);
+        let waker = self.push(&mut st, start, queued);
+        drop(st);
+        if let Some(w) = waker {
+            w.wake();
+        }
+        Ok((unit, begin.is_some()))
+    }
+
     /// [`ConnShared::queue_status`], waking the task at once.
     pub(crate) fn submit_status_now(&self) -> Result<Arc<QueryWaiter>, Error> {
         let mut wakes = DeferredWakes::default();

@@ -1,14 +1,16 @@
-//! The order of a holder's statements on its exclusive connection: each statement's unit is
-//! queued in the order the statement was first polled, whatever round trips it needs first (a
-//! prepare, a type lookup), so a statement issued after another never runs before it.
+//! The order of a holder's statements on its exclusive connection: each statement's units are
+//! queued in the order the statement was first polled, so a statement issued after another
+//! never runs before it, nor prepares before it (its Parse would not see a table the earlier
+//! one creates).
 //!
-//! A statement takes a [`Ticket`] when it starts; its unit waits for its turn, and passes it on
-//! once queued, or when the statement ends without one (an error, a timeout, a dropped
-//! future): a ticket dropped unpassed passes itself.
+//! A statement takes a [`Ticket`] when it starts and waits for its turn before its first unit
+//! (its prepare, when its text is new, or its execution); it passes the turn on once its
+//! execution is queued, or when it ends without one (an error, a timeout, a dropped future):
+//! a ticket dropped unpassed passes itself. A COPY FROM STDIN keeps the turn until its end.
 
 use std::collections::BTreeSet;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::task::{Poll, Waker};
 
@@ -42,6 +44,7 @@ impl Order {
             order: self,
             n,
             passed: AtomicBool::new(false),
+            at: AtomicU64::new(0),
         }
     }
 }
@@ -51,6 +54,8 @@ pub(crate) struct Ticket<'a> {
     order: &'a Order,
     n: u64,
     passed: AtomicBool,
+    /// The connection's units pushed once the statement's own was queued (0: not queued).
+    at: AtomicU64,
 }
 
 impl Ticket<'_> {
@@ -66,6 +71,18 @@ impl Ticket<'_> {
             }
             Poll::Pending
         })
+    }
+
+    /// The statement's unit is queued, `at` the connection's count of units pushed with it:
+    /// its queue position, for a cancel of it alone.
+    pub(crate) fn queued(&self, at: u64) {
+        self.at.store(at, Relaxed);
+        self.pass();
+    }
+
+    /// Where the statement's unit was queued ([`Ticket::queued`]); 0 when it was not.
+    pub(crate) fn queued_at(&self) -> u64 {
+        self.at.load(Relaxed)
     }
 
     /// The statement's unit is queued, or it ends without one: the next may go.

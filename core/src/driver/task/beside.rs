@@ -77,12 +77,23 @@ impl<R: Runtime> ConnTask<R> {
     /// server's acknowledgement (see `driver/cancel.rs`).
     pub(super) fn drive_cancel(&mut self, cx: &mut Context<'_>) {
         let rt = &self.rt;
-        if let Some(key) = self.conn.cancel_due(|| rt.now()) {
+        // One request at a time: a later one waits until this one is acknowledged (replacing
+        // it would drop its acknowledgement, and the held queue with it).
+        let due = match self.cancel {
+            None => self.conn.cancel_due(|| rt.now()),
+            Some(_) => None,
+        };
+        if let Some(key) = due {
             let target = &self.cfg.servers[self.conn.server()].target;
             self.cancel = Cancel::start(&self.rt, target, key, &self.cfg.cancels);
-            if self.cancel.is_some() {
-                self.conn.cancel_sent();
-                crate::observe::cancel_sent();
+            match self.cancel {
+                Some(_) => {
+                    self.conn.cancel_sent();
+                    crate::observe::cancel_sent();
+                }
+                // The client's cancels are all in flight: this one is not sent, so nothing
+                // holds the work to its bound.
+                None => self.conn.cancel_not_sent(),
             }
         }
         // Finished before the request went out: no need to send it. Once sent, it is driven

@@ -252,7 +252,7 @@ impl<T> Pipeline<T> {
                 params: unit.params,
                 columns: unit.columns.unwrap_or_else(no_columns),
             },
-            (None, UnitKind::Batch(_)) => Outcome::Batch,
+            (None, UnitKind::Batch(_) | UnitKind::SimpleRows) => Outcome::Batch,
             (None, _) => Outcome::Rows {
                 rows: unit.rows,
                 affected: unit.affected,
@@ -399,6 +399,14 @@ fn statement_done<T>(head: &mut InFlight<T>, affected: u64, handler: &mut impl H
         }
         // Every statement of a simple query's text is its own; the last one's count stands.
         UnitKind::Simple => head.affected = affected,
+        // Each statement's rows and count are its own result; the next one describes its own.
+        UnitKind::SimpleRows => {
+            let rows = std::mem::take(&mut head.rows);
+            if head.error.is_none() {
+                handler.batch_statement(&head.token, usize::from(own), rows, affected);
+            }
+            head.columns = None;
+        }
         _ if own == 0 => head.affected = affected,
         _ => {}
     }
@@ -412,7 +420,7 @@ fn part_failed(plain: bool, before: u16, kind: &UnitKind, error_at: u16) -> Part
     }
     let own = match kind {
         UnitKind::Batch(shape) => shape.len(),
-        UnitKind::Simple => usize::MAX,
+        UnitKind::Simple | UnitKind::SimpleRows => usize::MAX,
         _ => 1,
     };
     match error_at.checked_sub(before) {

@@ -39,6 +39,10 @@ pub enum UnitKind {
     /// A simple-protocol Query (possibly several statements): text-format rows are skipped;
     /// the outcome is the last command's affected-row count, or the first error.
     Simple,
+    /// A simple-protocol Query whose results are kept: each statement's text-format rows and
+    /// count go to [`Handler::batch_statement`] as it completes; the outcome is
+    /// [`Outcome::Batch`], or the first error.
+    SimpleRows,
     /// As [`UnitKind::Execute`], but each row goes to [`Handler::stream_row`] as it arrives,
     /// while the handler has room for it; the outcome carries no rows.
     Stream(Arc<[Column]>),
@@ -332,7 +336,8 @@ impl<T> Pipeline<T> {
             frame.before <= 1,
             "a frame has at most one statement before"
         );
-        let plain = frame == Frame::NONE && !matches!(kind, UnitKind::Batch(_));
+        let plain =
+            frame == Frame::NONE && !matches!(kind, UnitKind::Batch(_) | UnitKind::SimpleRows);
         let shape = if plain { PLAIN } else { 0 } | if frame.before > 0 { BEFORE } else { 0 };
         self.fifo.push_back(InFlight {
             token,

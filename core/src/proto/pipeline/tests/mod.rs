@@ -71,7 +71,7 @@ fn sent(kind: &UnitKind, frame: Frame) -> Vec<u8> {
         front(b, b'E', b"\0\0\0\0\0");
     };
     match kind {
-        UnitKind::Simple | UnitKind::CopyIn | UnitKind::CopyOut => {
+        UnitKind::Simple | UnitKind::SimpleRows | UnitKind::CopyIn | UnitKind::CopyOut => {
             front(&mut b, b'Q', b"SELECT 1\0");
             return b;
         }

@@ -1,5 +1,6 @@
 //! Which statement of a unit an outcome or error belongs to: framed units (a BEGIN before, a
-//! COMMIT after), batches, a simple text led by a BEGIN, and a bare status unit.
+//! COMMIT after), batches, a simple text led by a BEGIN, a simple text whose rows are kept, and
+//! a bare status unit.
 
 use super::*;
 
@@ -261,6 +262,69 @@ fn a_simple_text_led_by_begin_counts_its_own_statements() {
     assert_eq!(
         parts(&[(UnitKind::Simple, BEGIN)], &s).0,
         ["0 failed 42P01 in Own(1)"]
+    );
+}
+
+/// A RowDescription of text columns named `names`.
+fn describe_text(buf: &mut Vec<u8>, names: &[&str]) {
+    let mut body = (names.len() as i16).to_be_bytes().to_vec();
+    for name in names {
+        body.extend_from_slice(name.as_bytes());
+        body.push(0);
+        body.extend_from_slice(&0i32.to_be_bytes()); // table
+        body.extend_from_slice(&0i16.to_be_bytes()); // column
+        body.extend_from_slice(&25i32.to_be_bytes()); // text
+        body.extend_from_slice(&(-1i16).to_be_bytes());
+        body.extend_from_slice(&(-1i32).to_be_bytes());
+        body.extend_from_slice(&0i16.to_be_bytes()); // text format
+    }
+    msg(buf, b'T', &body);
+}
+
+#[test]
+fn a_simple_text_whose_rows_are_kept_gives_each_statement_its_own() {
+    // BEGIN (the frame's), a SELECT of two rows of two columns, an INSERT, a SELECT of one.
+    let mut s = vec![];
+    complete(&mut s, "BEGIN");
+    describe_text(&mut s, &["a", "b"]);
+    data_row(&mut s, &[Some(b"1"), Some(b"x")]);
+    data_row(&mut s, &[Some(b"2"), None]);
+    complete(&mut s, "SELECT 2");
+    complete(&mut s, "INSERT 0 5");
+    describe_text(&mut s, &["c"]);
+    data_row(&mut s, &[Some(b"3")]);
+    complete(&mut s, "SELECT 1");
+    ready_with(&mut s, b"T");
+    assert_eq!(
+        parts(
+            &[(
+                UnitKind::SimpleRows,
+                Frame {
+                    before: 1,
+                    after: 0
+                }
+            )],
+            &s
+        )
+        .0,
+        ["0 batch 2/2 0/5 1/1"]
+    );
+    // A row whose width differs from the statement's own description is a violation.
+    let mut s = vec![];
+    describe_text(&mut s, &["c"]);
+    data_row(&mut s, &[Some(b"3"), Some(b"4")]);
+    let mut p = Pipeline::new();
+    p.push_kind(0usize, UnitKind::SimpleRows);
+    let mut buf = BytesMut::from(&s[..]);
+    assert!(p.drain(&mut buf, &mut Parts::default()).is_err());
+    // An error stops the text: the statements before it were reported, the unit failed.
+    let mut s = vec![];
+    complete(&mut s, "SELECT 0");
+    error(&mut s, "42703", "ERROR");
+    ready_with(&mut s, b"I");
+    assert_eq!(
+        parts(&[(UnitKind::SimpleRows, Frame::NONE)], &s).0,
+        ["0 failed 42703 in Own(1)"]
     );
 }
 
