@@ -50,4 +50,9 @@ pub const REGRESSION_SEEDS: &[u64] = &[
     // A unit skipped behind a failure in its Sync was sent again by its statement's name
     // after a later prepare had closed that statement (evicted): 26000.
     235769,
+    // A session statement past its deadline asked for a cancel of itself while an earlier
+    // cancel was in flight or its work still ran: the task looped without waiting (the request
+    // stayed pending and re-armed the pass), or waited for a wake that only the held units
+    // could give.
+    435, 3496, 3788, 7239, 8522, 9239,
 ];

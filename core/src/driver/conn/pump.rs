@@ -31,7 +31,12 @@ impl Conn {
         let requested = self.exclusive && shared.cancel_abandoned.load(Acquire);
         // Due once the units of earlier holders are answered (`cancel_abandoned`); until then
         // their answers wake the task.
-        if requested && self.pipeline.ready_seen() >= shared.cancel_after.load(Relaxed) {
+        // Not while one is in flight or its work runs: the acknowledgement, or that work's
+        // answer, wakes the task then.
+        if requested
+            && self.cancel_free()
+            && self.pipeline.ready_seen() >= shared.cancel_after.load(Relaxed)
+        {
             again = true;
         }
         // Units past the ones to cancel wait until the cancel is acknowledged.

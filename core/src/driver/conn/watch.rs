@@ -215,10 +215,12 @@ impl Conn {
     pub(crate) fn cancel_due(&mut self, clock: impl Fn() -> Instant) -> Option<(i32, i32)> {
         let shared = &*self.shared;
         if let Some((until, _)) = self.cancel.bound {
-            if self.pipeline.ready_seen() >= until {
-                self.cancel.bound = None;
+            if self.pipeline.ready_seen() < until {
+                return None;
             }
-            return None;
+            // That work is done: a request waiting behind it is considered now, not at the
+            // next wake (its held units may be all that would wake the task).
+            self.cancel.bound = None;
         }
         let due = shared.cancel_abandoned.load(Acquire)
             && self.pipeline.ready_seen() >= shared.cancel_after.load(Relaxed);
@@ -237,6 +239,16 @@ impl Conn {
             return self.session.backend_key;
         }
         None
+    }
+
+    /// Whether a cancel request waiting in the shared flags can be taken now: none in flight,
+    /// and the work of the last one ended.
+    pub(crate) fn cancel_free(&self) -> bool {
+        !self.cancel.out
+            && self
+                .cancel
+                .bound
+                .is_none_or(|(until, _)| self.pipeline.ready_seen() >= until)
     }
 
     /// The task could not send the CancelRequest [`Conn::cancel_due`] asked for (the client's
