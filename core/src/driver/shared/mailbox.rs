@@ -52,29 +52,10 @@ impl ConnShared {
         framing: &Framing<'_>,
         wakes: &mut DeferredWakes,
     ) -> Result<(Arc<QueryWaiter>, bool), Error> {
-        let mut st = lock(&self.state);
-        status_check(&st.status)?;
-        let start = st.committed;
-        st.buf.truncate(start);
-        let begin = framing.take_begin();
-        if let Err(e) = encode::simple_after(begin, sql, &mut st.buf) {
-            framing.restore_begin(begin);
-            return Err(e);
-        }
         let waiter = Arc::new(QueryWaiter::new());
-        let frame = Frame {
-            before: u8::from(begin.is_some()),
-            after: 0,
-        };
         let token = Token::Query(waiter.clone());
-        if let Some(w) = self.push(
-            &mut st,
-            start,
-            Queued::new(token, UnitKind::Simple).framed(frame),
-        ) {
-            wakes.push(w);
-        }
-        Ok((waiter, begin.is_some()))
+        let begun = self.queue_text(sql, framing, token, UnitKind::Simple, wakes)?;
+        Ok((waiter, begun))
     }
 
     /// A simple-protocol text whose results are kept ([`UnitKind::SimpleRows`]), carrying
@@ -85,6 +66,25 @@ impl ConnShared {
         sql: &str,
         framing: &Framing<'_>,
     ) -> Result<(Arc<BatchUnit>, bool), Error> {
+        let unit = Arc::new(BatchUnit::new(1));
+        let token = Token::Batch(unit.clone());
+        let mut wakes = DeferredWakes::default();
+        let begun = self.queue_text(sql, framing, token, UnitKind::SimpleRows, &mut wakes);
+        wakes.wake_all();
+        Ok((unit, begun?))
+    }
+
+    /// Encodes a simple-protocol text (`kind`: [`UnitKind::Simple`] or
+    /// [`UnitKind::SimpleRows`]) led by `framing`'s pending BEGIN, and queues it for `token`;
+    /// whether it took the BEGIN.
+    fn queue_text(
+        &self,
+        sql: &str,
+        framing: &Framing<'_>,
+        token: Token,
+        kind: UnitKind,
+        wakes: &mut DeferredWakes,
+    ) -> Result<bool, Error> {
         let mut st = lock(&self.state);
         status_check(&st.status)?;
         let start = st.committed;
@@ -94,18 +94,14 @@ impl ConnShared {
             framing.restore_begin(begin);
             return Err(e);
         }
-        let unit = Arc::new(BatchUnit::new(1));
         let frame = Frame {
             before: u8::from(begin.is_some()),
             after: 0,
         };
-        let queued = Queued::new(Token::Batch(unit.clone()), UnitKind::SimpleRows).framed(frame);
-        let waker = self.push(&mut st, start, queued);
-        drop(st);
-        if let Some(w) = waker {
-            w.wake();
+        if let Some(w) = self.push(&mut st, start, Queued::new(token, kind).framed(frame)) {
+            wakes.push(w);
         }
-        Ok((unit, begin.is_some()))
+        Ok(begin.is_some())
     }
 
     /// [`ConnShared::queue_status`], waking the task at once.
