@@ -1,4 +1,5 @@
-//! Byte classes and word helpers shared by the masker and the rules. Everything here works on
+//! Byte classes, word helpers and the comment, dollar-quote and literal-continuation scans
+//! shared by the masker, the lexer and the rules. Everything here works on
 //! bytes: PostgreSQL's lexer does too (every byte >= 0x80 is an identifier byte).
 
 /// Bytes that continue a PostgreSQL identifier. Bytes >= 0x80 are identifier characters in
@@ -144,4 +145,68 @@ pub(super) fn prev_word(m: &[u8], i: usize) -> Option<(usize, usize)> {
         s -= 1;
     }
     (s < e).then_some((s, e))
+}
+
+/// End of the line comment starting at `i`: the next `\n` or `\r` (not included), or the end.
+pub(super) fn line_end(b: &[u8], i: usize) -> usize {
+    b[i..]
+        .iter()
+        .position(|&c| c == b'\n' || c == b'\r')
+        .map_or(b.len(), |p| i + p)
+}
+
+/// End of the (nesting) block comment starting at `b[i..i + 2] == "/*"`, or the end of the text.
+pub(super) fn block_comment_end(b: &[u8], i: usize) -> usize {
+    let mut depth = 0usize;
+    let mut j = i;
+    while j < b.len() {
+        match (b[j], b.get(j + 1)) {
+            (b'/', Some(b'*')) => {
+                depth += 1;
+                j += 2;
+            }
+            (b'*', Some(b'/')) => {
+                depth -= 1;
+                j += 2;
+                if depth == 0 {
+                    return j;
+                }
+            }
+            _ => j += 1,
+        }
+    }
+    b.len()
+}
+
+/// If `b[i] == '$'` opens a dollar quote (`$$` or `$tag$`), the index after its opening
+/// delimiter. (A `$` inside an identifier never gets here: the word took it.)
+pub(super) fn dollar_tag_end(b: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    if b.get(j).is_some_and(|&c| is_word_start(c)) {
+        j += 1;
+        while b.get(j).is_some_and(|&c| is_tag_cont(c)) {
+            j += 1;
+        }
+    }
+    (b.get(j) == Some(&b'$')).then_some(j + 1)
+}
+
+/// If the literal that ended at `end` continues (whitespace and `--` comments containing a
+/// newline, then a quote), the index of that quote.
+pub(super) fn continuation(b: &[u8], end: usize) -> Option<usize> {
+    let mut newline = false;
+    let mut j = end;
+    while j < b.len() {
+        match b[j] {
+            b'\n' | b'\r' => {
+                newline = true;
+                j += 1;
+            }
+            c if is_space(c) => j += 1,
+            b'-' if b.get(j + 1) == Some(&b'-') => j = line_end(b, j),
+            b'\'' if newline => return Some(j),
+            _ => return None,
+        }
+    }
+    None
 }

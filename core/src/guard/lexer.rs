@@ -10,7 +10,9 @@
 //! only, as for UTF-8 databases), a quoted one exactly, each cut to 63 bytes on a character
 //! boundary (`NAMEDATALEN`).
 
-use super::lex::{is_ident, is_space, is_tag_cont, is_word_start};
+use super::lex::{
+    block_comment_end, continuation, dollar_tag_end, is_ident, is_space, is_word_start, line_end,
+};
 
 /// The longest name the server keeps (`NAMEDATALEN - 1`); longer ones are cut.
 pub(super) const NAME_MAX: usize = 63;
@@ -144,7 +146,7 @@ impl Iterator for Lexer<'_> {
             b'.' => (Kind::Dot, start + 1),
             b'\'' => (Kind::Literal, literal_end(b, start, false)),
             b'"' => (Kind::Quoted, quoted_end(b, start)),
-            b'$' => match dollar_delimiter_end(b, start) {
+            b'$' => match dollar_tag_end(b, start) {
                 Some(open_end) => (Kind::Literal, dollar_body_end(b, start, open_end)),
                 None => match b[start + 1..]
                     .iter()
@@ -197,37 +199,6 @@ impl Lexer<'_> {
             }
         }
     }
-}
-
-/// End of the line comment starting at `i`: the next `\n` or `\r` (not included), or the end.
-pub(super) fn line_end(b: &[u8], i: usize) -> usize {
-    b[i..]
-        .iter()
-        .position(|&c| c == b'\n' || c == b'\r')
-        .map_or(b.len(), |p| i + p)
-}
-
-/// End of the (nesting) block comment starting at `b[i..i + 2] == "/*"`, or the end of the text.
-pub(super) fn block_comment_end(b: &[u8], i: usize) -> usize {
-    let mut depth = 0usize;
-    let mut j = i;
-    while j < b.len() {
-        match (b[j], b.get(j + 1)) {
-            (b'/', Some(b'*')) => {
-                depth += 1;
-                j += 2;
-            }
-            (b'*', Some(b'/')) => {
-                depth -= 1;
-                j += 2;
-                if depth == 0 {
-                    return j;
-                }
-            }
-            _ => j += 1,
-        }
-    }
-    b.len()
 }
 
 /// End of a number starting at `i`: digits, a fraction, an exponent (`1`, `1.5`, `.5`, `1e-3`).
@@ -324,39 +295,6 @@ fn literal_end(b: &[u8], open: usize, escapes: bool) -> usize {
             None => return end,
         }
     }
-}
-
-/// If the literal that ended at `end` continues (whitespace and `--` comments containing a
-/// newline, then a quote), the index of that quote.
-fn continuation(b: &[u8], end: usize) -> Option<usize> {
-    let mut newline = false;
-    let mut j = end;
-    while j < b.len() {
-        match b[j] {
-            b'\n' | b'\r' => {
-                newline = true;
-                j += 1;
-            }
-            c if is_space(c) => j += 1,
-            b'-' if b.get(j + 1) == Some(&b'-') => j = line_end(b, j),
-            b'\'' if newline => return Some(j),
-            _ => return None,
-        }
-    }
-    None
-}
-
-/// If `b[i] == '$'` opens a dollar quote (`$$` or `$tag$`), the index after its opening
-/// delimiter. (A `$` inside an identifier never gets here: the word took it.)
-fn dollar_delimiter_end(b: &[u8], i: usize) -> Option<usize> {
-    let mut j = i + 1;
-    if b.get(j).is_some_and(|&c| is_word_start(c)) {
-        j += 1;
-        while b.get(j).is_some_and(|&c| is_tag_cont(c)) {
-            j += 1;
-        }
-    }
-    (b.get(j) == Some(&b'$')).then_some(j + 1)
 }
 
 /// End of the dollar quote whose delimiter is `b[start..open_end]`: after its closing

@@ -5,7 +5,8 @@
 use std::borrow::Cow;
 
 use super::lex::{
-    for_each_candidate, is_ident, is_space, is_tag_cont, is_word_start, may_open_dollar,
+    block_comment_end, continuation, dollar_tag_end, for_each_candidate, is_ident, line_end,
+    may_open_dollar,
 };
 
 /// The fast-path test: `false` means the text has no quote, no comment start and no dollar-quote
@@ -234,49 +235,6 @@ fn is_plain_ident(body: &[u8]) -> bool {
     }
 }
 
-/// End of the line comment starting at `i`: the next `\n` or `\r` (not included), or the end.
-pub(super) fn line_end(b: &[u8], i: usize) -> usize {
-    b[i..]
-        .iter()
-        .position(|&c| c == b'\n' || c == b'\r')
-        .map_or(b.len(), |p| i + p)
-}
-
-/// End of the (nesting) block comment starting at `b[i..i + 2] == "/*"`, or the end of the text.
-pub(super) fn block_comment_end(b: &[u8], i: usize) -> usize {
-    let mut depth = 0usize;
-    let mut j = i;
-    while j < b.len() {
-        match (b[j], b.get(j + 1)) {
-            (b'/', Some(b'*')) => {
-                depth += 1;
-                j += 2;
-            }
-            (b'*', Some(b'/')) => {
-                depth -= 1;
-                j += 2;
-                if depth == 0 {
-                    return j;
-                }
-            }
-            _ => j += 1,
-        }
-    }
-    b.len()
-}
-
-/// If `b[i]` opens a dollar quote (`$$` or `$tag$`), the index after its opening delimiter.
-fn dollar_tag_end(b: &[u8], i: usize) -> Option<usize> {
-    let mut j = i + 1;
-    if b.get(j).is_some_and(|&c| is_word_start(c)) {
-        j += 1;
-        while b.get(j).is_some_and(|&c| is_tag_cont(c)) {
-            j += 1;
-        }
-    }
-    (b.get(j) == Some(&b'$')).then_some(j + 1)
-}
-
 /// First occurrence of `needle` in `b[from..]`. Tags are short, so a scan for `$` suffices.
 fn find(b: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
     let last = b.len().checked_sub(needle.len())?;
@@ -293,26 +251,6 @@ fn literal_segment_end(b: &[u8], open: usize, escapes: bool) -> Option<usize> {
             b'\'' if b.get(j + 1) == Some(&b'\'') => j += 2,
             b'\'' => return Some(j + 1),
             _ => j += 1,
-        }
-    }
-    None
-}
-
-/// If the literal that ended at `end` continues (whitespace and `--` comments containing a
-/// newline, then a quote), the index of that quote.
-fn continuation(b: &[u8], end: usize) -> Option<usize> {
-    let mut newline = false;
-    let mut j = end;
-    while j < b.len() {
-        match b[j] {
-            b'\n' | b'\r' => {
-                newline = true;
-                j += 1;
-            }
-            c if is_space(c) => j += 1,
-            b'-' if b.get(j + 1) == Some(&b'-') => j = line_end(b, j),
-            b'\'' if newline => return Some(j),
-            _ => return None,
         }
     }
     None
