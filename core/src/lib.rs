@@ -52,7 +52,7 @@ pub use exclusive::CancelToken;
 pub use generic::{GenericClient, GenericTransaction};
 pub use prepared::{Statement, ToStatement};
 pub use row::{Column, Row, RowIndex, SimpleQueryMessage, SimpleQueryRow};
-pub use session::{IsolationLevel, Savepoint, Session, Transaction, TransactionBuilder};
+pub use session::{IsolationLevel, Portal, Savepoint, Session, Transaction, TransactionBuilder};
 pub use stats::{ConnStats, ExclusiveStats, Stats};
 pub use stream::RowStream;
 
@@ -116,7 +116,7 @@ macro_rules! adapter_api {
         pub use $crate::stats::{ConnStats, ExclusiveStats, Stats};
         pub use $crate::{binary_copy, config, error, guard, row, stats, types};
         pub use $crate::{CancelToken, CopyIn, CopyOut, GenericClient, GenericTransaction};
-        pub use $crate::{IsolationLevel, Notification, Statement, ToStatement};
+        pub use $crate::{IsolationLevel, Notification, Portal, Statement, ToStatement};
         pub use $crate::{RowStream, StatementResult};
 
         /// A pinned exclusive connection for session state (`SET`, `LISTEN`, temp tables),

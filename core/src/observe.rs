@@ -154,29 +154,25 @@ fn error_type(e: &Error) -> String {
 /// severity maps to (WARNING: warn; NOTICE, INFO, LOG: info; DEBUG: debug), with its SQLSTATE,
 /// severity, message, detail and hint as fields.
 pub(crate) fn notice(n: &DbError) {
-    #[cfg(feature = "tracing")]
-    {
-        macro_rules! event {
-            ($level:expr) => {
-                ::tracing::event!(
-                    target: "pgpipe::notice",
-                    $level,
-                    db.response.status_code = n.code().as_str(),
-                    severity = n.severity(),
-                    detail = n.detail(),
-                    hint = n.hint(),
-                    "{}",
-                    n.message()
-                )
-            };
-        }
-        match n.severity() {
-            "WARNING" => event!(::tracing::Level::WARN),
-            s if s.starts_with("DEBUG") => event!(::tracing::Level::DEBUG),
-            _ => event!(::tracing::Level::INFO),
-        }
+    macro_rules! event {
+        ($level:expr) => {
+            ::tracing::event!(
+                target: "pgpipe::notice",
+                $level,
+                db.response.status_code = n.code().as_str(),
+                severity = n.severity(),
+                detail = n.detail(),
+                hint = n.hint(),
+                "{}",
+                n.message()
+            )
+        };
     }
-    let _ = n;
+    match n.severity() {
+        "WARNING" => event!(::tracing::Level::WARN),
+        s if s.starts_with("DEBUG") => event!(::tracing::Level::DEBUG),
+        _ => event!(::tracing::Level::INFO),
+    }
 }
 
 /// A connection started or stopped serving.

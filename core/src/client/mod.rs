@@ -280,6 +280,28 @@ impl<R: Runtime> Client<R> {
         crate::observe::operation(&self.inner.rt, &self.inner.cfg, sql, op).await
     }
 
+    /// Runs a simple-protocol text, one statement or several, on a shared connection: every
+    /// statement's rows as text and its count, in order. The guard admits the text only if it
+    /// admits every statement in it (`Error::Refused`, before anything is sent). The
+    /// statements run as one implicit transaction: the first error stops the text and undoes
+    /// what ran before it.
+    pub async fn simple_query(&self, sql: &str) -> Result<Vec<crate::SimpleQueryMessage>, Error> {
+        let op = async {
+            self.admit_script(sql)?;
+            let deadline = self.deadline();
+            let mut attempts = 0;
+            loop {
+                let conn = self.route(deadline).await?;
+                let framing = &crate::driver::shared::Framing::NONE;
+                let (r, _, _) = self.simple_rows_on(conn, sql, deadline, framing).await;
+                if let Some(r) = self.retry_or_return(conn, r, &mut attempts) {
+                    return r;
+                }
+            }
+        };
+        crate::observe::operation(&self.inner.rt, &self.inner.cfg, sql, op).await
+    }
+
     /// Runs a statement with caller-supplied parameter types: one round trip, no statement cache
     /// (useful for one-off SQL texts that would only churn the cache).
     pub async fn query_typed(

@@ -34,6 +34,15 @@ impl<R: Runtime> Client<R> {
         })
     }
 
+    /// [`Client::admit`] for a simple-protocol text: every statement in it.
+    pub(super) fn admit_script(&self, sql: &str) -> Result<(), Error> {
+        encode::check_input(sql, 0)?;
+        self.inner.guard.check_script(sql).map_err(|r| {
+            crate::observe::refused(&r.reason);
+            Error::Refused(r)
+        })
+    }
+
     /// Runs `sql` with caller-typed parameters on `conn` with `framing` (a transaction's BEGIN
     /// or COMMIT riding along), inside its span and metrics.
     pub(crate) async fn typed_on(
@@ -75,6 +84,43 @@ impl<R: Runtime> Client<R> {
         w: &QueryWaiter,
     ) -> Result<QueryResult, Error> {
         wait(&self.inner.rt, deadline, w).await
+    }
+
+    /// Queues a simple-protocol text on `conn` with its results kept (`framing`'s pending BEGIN
+    /// leading it) and waits until `deadline`: every statement's text rows and count, in
+    /// order; whether it took the BEGIN; and its position among the units pushed to `conn`
+    /// (what a cancel of it names). A statement's error is the server's own (`Error::Db`), not
+    /// a batch's.
+    pub(crate) async fn simple_rows_on(
+        &self,
+        conn: &ConnShared,
+        sql: &str,
+        deadline: Option<Instant>,
+        framing: &Framing<'_>,
+    ) -> (Result<Vec<crate::SimpleQueryMessage>, Error>, bool, u64) {
+        let (unit, begun) = match conn.submit_simple_rows(sql, framing) {
+            Ok(queued) => queued,
+            Err(e) => return (Err(e), false, 0),
+        };
+        let at = conn.units_pushed();
+        framing.was_queued(conn);
+        let waited = futures_lite::future::poll_fn(|cx| unit.waiter.poll_block(cx));
+        let results = match with_deadline(&self.inner.rt, deadline, waited).await {
+            Err(Error::BatchFailed { source, .. }) => return (Err(Error::Db(source)), begun, at),
+            Err(e) => return (Err(e), begun, at),
+            Ok(results) => results,
+        };
+        let mut out = Vec::new();
+        for result in results {
+            out.extend(
+                result
+                    .rows
+                    .into_iter()
+                    .map(|row| crate::SimpleQueryMessage::Row(crate::SimpleQueryRow::new(row))),
+            );
+            out.push(crate::SimpleQueryMessage::CommandComplete(result.affected));
+        }
+        (Ok(out), begun, at)
     }
 
     /// Runs `sql` on the shared path, inside its span and metrics.

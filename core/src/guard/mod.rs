@@ -217,6 +217,33 @@ impl Guard {
         }
     }
 
+    /// [`Guard::check`] for a simple-protocol text of one or more `;`-separated statements:
+    /// `Ok(())` only if every statement may run on a shared connection, otherwise the first
+    /// refusal (naming the statement it refuses). The statements are cut where the guard's
+    /// lexer finds a `;` outside literals, quoted names and comments; a `;` the server would
+    /// not end a statement at (inside parentheses, or a `BEGIN ATOMIC` body) makes the server
+    /// refuse the whole text before running any of it, or cuts a `CREATE`, which is refused.
+    pub fn check_script(&self, sql: &str) -> Result<(), Refusal> {
+        let ends = lexer::Lexer::new(sql)
+            .filter(|t| t.kind == lexer::Kind::Semicolon)
+            .map(|t| t.start())
+            .chain([sql.len()]);
+        let (mut start, mut statements) = (0, 0);
+        for end in ends {
+            let statement = sql[start..end].trim();
+            start = end + 1;
+            if lexer::Lexer::new(statement).next().is_some() {
+                statements += 1;
+                self.check(statement)?;
+            }
+        }
+        match statements {
+            // Nothing but blanks and `;`: the single-statement rules say why.
+            0 => self.check(sql),
+            _ => Ok(()),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Cache> {
         // The cache is consistent after every operation, so a poisoned lock is still usable.
         self.cache.lock().unwrap_or_else(|e| e.into_inner())

@@ -1,8 +1,8 @@
 //! The connection and client behind every exclusive handle: the pending BEGIN, the order of
 //! the holder's statements, a dropped transaction's settling, and the statements themselves.
 
-use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::time::Instant;
 
 use postgres_types::ToSql;
@@ -28,6 +28,8 @@ pub(super) struct Exclusive<R: Runtime> {
     pub(super) early: AtomicBool,
     /// The holder's statements, in the order they started: their units are queued in it.
     pub(super) order: Order,
+    /// Portals opened so far (each one's cursor is named by its number).
+    pub(super) portals: AtomicU32,
 }
 
 impl<R: Runtime> Exclusive<R> {
@@ -40,6 +42,7 @@ impl<R: Runtime> Exclusive<R> {
             settle: AtomicBool::new(false),
             early,
             order: Order::default(),
+            portals: AtomicU32::new(0),
         }
     }
 
@@ -212,38 +215,25 @@ impl<R: Runtime> Exclusive<R> {
         self.wait_turn(&turn).await?;
         self.settle_early().await?;
         let framing = self.framing(&turn);
-        let op =
-            async {
-                let deadline = self.client.deadline();
-                let rt = self.client.runtime();
-                crate::rt::with_deadline(rt, deadline, framing.my_turn_or_error()).await?;
-                let (unit, begun) = self.held.conn.submit_simple_rows(sql, &framing)?;
-                framing.was_queued(&self.held.conn);
-                let at = self.held.conn.units_pushed();
-                let waited = futures_lite::future::poll_fn(|cx| unit.waiter.poll_block(cx));
-                let r = match crate::rt::with_deadline(rt, deadline, waited).await {
-                    // Kept per statement like a batch's, but a script's error is the server's own.
-                    Err(Error::BatchFailed { source, .. }) => Err(Error::Db(source)),
-                    r => r,
-                };
-                let r = match r {
-                    Err(Error::Db(mut e)) if begun => {
-                        let shift = crate::proto::encode::simple_prefix_chars(self.begin.text());
-                        e.position = e.position.map(|p| p.saturating_sub(shift as u32));
-                        Err(Error::Db(e))
-                    }
-                    r => r,
-                };
-                self.cancel_if_abandoned(&r, at);
-                let mut out = Vec::new();
-                for result in r? {
-                    out.extend(result.rows.into_iter().map(|row| {
-                        crate::SimpleQueryMessage::Row(crate::SimpleQueryRow::new(row))
-                    }));
-                    out.push(crate::SimpleQueryMessage::CommandComplete(result.affected));
+        let op = async {
+            let deadline = self.client.deadline();
+            let rt = self.client.runtime();
+            crate::rt::with_deadline(rt, deadline, framing.my_turn_or_error()).await?;
+            let (r, begun, at) = self
+                .client
+                .simple_rows_on(&self.held.conn, sql, deadline, &framing)
+                .await;
+            let r = match r {
+                Err(Error::Db(mut e)) if begun => {
+                    let shift = crate::proto::encode::simple_prefix_chars(self.begin.text());
+                    e.position = e.position.map(|p| p.saturating_sub(shift as u32));
+                    Err(Error::Db(e))
                 }
-                Ok(out)
+                r => r,
             };
+            self.cancel_if_abandoned(&r, at);
+            r
+        };
         self.client.observed(sql, op).await
     }
 

@@ -18,9 +18,11 @@ use crate::{Adapter, Client, Error, Row};
 
 use exclusive::Exclusive;
 pub use options::{IsolationLevel, TransactionBuilder};
+pub use portal::Portal;
 
 mod exclusive;
 mod options;
+mod portal;
 
 /// Statement methods shared by every exclusive handle.
 macro_rules! statements {

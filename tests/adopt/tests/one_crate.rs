@@ -59,6 +59,7 @@ reachable!(
     Keepalives,
     LoadBalanceHosts,
     Notification,
+    Portal,
     Reason,
     ReleaseReset,
     RootCert,

@@ -468,6 +468,8 @@ suite! {
         order::statements_on_a_session_run_in_the_order_issued: 60,
         prepare::prepare_gives_types_without_running_the_statement: 60,
         prepare::simple_query_returns_every_statements_text_rows: 60,
+        prepare::portals_fetch_a_query_a_number_of_rows_at_a_time: 60,
+        prepare::simple_query_runs_on_the_shared_path_when_the_guard_admits_every_statement: 60,
         routing::a_slow_query_does_not_stall_callers_routed_elsewhere: 60,
         routing::fast_units_are_not_routed_behind_a_known_slow_one: 60,
         routing::slow_statements_get_lanes_that_retire_when_idle: 60,

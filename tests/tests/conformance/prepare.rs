@@ -140,3 +140,138 @@ pub async fn simple_query_returns_every_statements_text_rows<H: Harness>() {
     drop(tx);
     db.close().await;
 }
+
+pub async fn portals_fetch_a_query_a_number_of_rows_at_a_time<H: Harness>() {
+    let db = client::<H>(|c| c.pinned_size = 1).await;
+    let select = "SELECT g, 'r' || g AS name FROM generate_series(1, $1::int4) g ORDER BY g";
+    for round in 0..2 {
+        let mut tx = db.transaction().await.unwrap();
+        let portal = tx.bind(select, &[&10i32]).await.unwrap();
+        // A second portal, open at once, keeps its own place.
+        let other = tx.bind(select, &[&3i32]).await.unwrap();
+        assert_ne!(portal.name(), other.name());
+        let mut seen = Vec::new();
+        for want in [4, 4, 2, 0] {
+            let rows = tx.query_portal(&portal, 4).await.unwrap();
+            assert_eq!(rows.len(), want, "round {round}");
+            seen.extend(
+                rows.iter()
+                    .map(|r| (r.get::<_, i32>(0), r.get::<_, String>(1))),
+            );
+        }
+        let want: Vec<(i32, String)> = (1..=10).map(|g| (g, format!("r{g}"))).collect();
+        assert_eq!(seen, want);
+        // 0 rows asked: all that are left.
+        let rest = tx.query_portal(&other, 0).await.unwrap();
+        assert_eq!(rest.len(), 3);
+        // Through a savepoint, as on the transaction.
+        let sp = tx.savepoint().await.unwrap();
+        let inner = sp.bind("VALUES (1), (2)", &[]).await.unwrap();
+        assert_eq!(sp.query_portal(&inner, 1).await.unwrap().len(), 1);
+        sp.commit().await.unwrap();
+        tx.commit().await.unwrap();
+    }
+    // Errors point into the caller's statement, not the DECLARE around it.
+    let tx = db.transaction().await.unwrap();
+    let e = tx.bind("SELECT nope", &[]).await.unwrap_err();
+    assert_eq!(e.code(), Some(&SqlState::UNDEFINED_COLUMN), "{e:?}");
+    assert_eq!(e.as_db().and_then(|d| d.position()), Some(8), "{e:?}");
+    drop(tx);
+    // Anything but a SELECT or VALUES is the server's refusal, typed.
+    let tx = db.transaction().await.unwrap();
+    let e = tx.bind("SHOW search_path", &[]).await.unwrap_err();
+    assert_eq!(e.code(), Some(&SqlState::SYNTAX_ERROR), "{e:?}");
+    drop(tx);
+    // Its transaction ended, the portal is gone.
+    let tx = db.transaction().await.unwrap();
+    let portal = tx.bind("VALUES (1)", &[]).await.unwrap();
+    tx.commit().await.unwrap();
+    let tx = db.transaction().await.unwrap();
+    tx.execute("SELECT 1", &[]).await.unwrap();
+    let e = tx.query_portal(&portal, 1).await.unwrap_err();
+    assert_eq!(e.code(), Some(&SqlState::UNDEFINED_CURSOR), "{e:?}");
+    drop(tx);
+    db.close().await;
+}
+
+pub async fn simple_query_runs_on_the_shared_path_when_the_guard_admits_every_statement<
+    H: Harness,
+>() {
+    use pgpipe::SimpleQueryMessage as M;
+    let table = format!("simple_shared_{}", H::name());
+    psql(&format!(
+        "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id int PRIMARY KEY, name text)"
+    ));
+    let db = client::<H>(|_| {}).await;
+    let out = db
+        .simple_query(&format!(
+            "INSERT INTO {table} VALUES (1, 'one'), (2, NULL); \
+             SELECT id, name FROM {table} ORDER BY id"
+        ))
+        .await
+        .unwrap();
+    let shape: Vec<String> = out
+        .iter()
+        .map(|m| match m {
+            M::Row(r) => format!("{:?}", (r.get(0), r.get(1))),
+            M::CommandComplete(n) => format!("done {n}"),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            "done 2",
+            "(Some(\"1\"), Some(\"one\"))",
+            "(Some(\"2\"), None)",
+            "done 2"
+        ]
+    );
+    // One statement the guard refuses refuses the text: nothing of it is sent.
+    let e = db
+        .simple_query(&format!(
+            "INSERT INTO {table} VALUES (3, 'three'); SET search_path = pg_catalog"
+        ))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Refused(_)), "{e:?}");
+    // The text is one implicit transaction: an error undoes what ran before it.
+    let e = db
+        .simple_query(&format!(
+            "INSERT INTO {table} VALUES (4, 'four'); SELECT 1 / 0"
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(&SqlState::DIVISION_BY_ZERO), "{e:?}");
+    let n = db
+        .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+        .await
+        .unwrap()
+        .get::<_, i64>(0);
+    assert_eq!(n, 2);
+    // Many tasks at once, pipelined beside ordinary statements: each gets its own text back.
+    let tasks: Vec<_> = (0..200)
+        .map(|i| {
+            let db = db.clone();
+            H::spawn(async move {
+                let out = db
+                    .simple_query(&format!("SELECT {i}; SELECT 'x{i}'"))
+                    .await
+                    .unwrap();
+                let row = |k: usize| match &out[k] {
+                    M::Row(r) => r.get(0).map(str::to_owned),
+                    other => panic!("{other:?}"),
+                };
+                assert_eq!(row(0).as_deref(), Some(i.to_string().as_str()));
+                assert_eq!(row(2), Some(format!("x{i}")));
+                let n: i32 = db.query_one("SELECT $1::int4", &[&i]).await.unwrap().get(0);
+                assert_eq!(n, i);
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await;
+    }
+    db.close().await;
+    psql(&format!("DROP TABLE {table}"));
+}

@@ -6,6 +6,7 @@ use super::rules::verdict;
 use super::*;
 
 mod extensions;
+mod scripts;
 mod work;
 
 fn refused(sql: &str) -> Option<Reason> {
