@@ -328,12 +328,15 @@ impl Reason {
     }
 
     /// The socket error the connection failed with, when it failed on one (a read, a write,
-    /// or a health check that could not reach the server).
+    /// a health check that could not reach the server, or a connect).
     pub fn io_error(&self) -> Option<&io::Error> {
         match &*self.fault {
             Fault::Read(e) | Fault::Write(e) => Some(e),
             Fault::HalfOpen(HalfOpen::Unreachable(e) | HalfOpen::Lost(e)) => Some(e),
             Fault::Reconnecting(Error::Io(e)) => Some(e),
+            Fault::NoneOpened {
+                last: Error::Io(e), ..
+            } => Some(e),
             _ => None,
         }
     }
@@ -343,7 +346,7 @@ impl Reason {
     pub fn server_error(&self) -> Option<&DbError> {
         match &*self.fault {
             Fault::Closed(Some(e)) => Some(e),
-            Fault::Reconnecting(e) => e.as_db(),
+            Fault::Reconnecting(e) | Fault::NoneOpened { last: e, .. } => e.as_db(),
             _ => None,
         }
     }

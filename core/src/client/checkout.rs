@@ -23,6 +23,7 @@ impl<R: Adapter> Client<R> {
         let pinned = &self.inner.pinned;
         let started = self.inner.rt.now();
         let mut pause = REOPEN_PAUSE;
+        let mut last_try = false;
         loop {
             let mut early = false;
             let conn = match self.acquire(&me, started).await? {
@@ -55,7 +56,8 @@ impl<R: Adapter> Client<R> {
                         Ok(()) => claim.keep(),
                         Err(e) => {
                             drop(claim);
-                            self.pause_before_reopen(e, started, &mut pause).await?;
+                            self.pause_before_reopen(e, started, &mut pause, &mut last_try)
+                                .await?;
                             continue;
                         }
                     }
@@ -78,13 +80,17 @@ impl<R: Runtime> Client<R> {
     /// Opening an exclusive connection failed with `e`. Nothing of the checkout was sent, so
     /// while the failure is one a restart or failover gives (the server refused or dropped
     /// the connection, or said it is starting up or shutting down) the checkout opens again
-    /// after a pause, within `dispatch_timeout` and `checkout_timeout` since `started`; else,
-    /// or past them, `e` is the checkout's error.
+    /// after a pause, cut short when another connection of the client opens
+    /// (`driver/open/reached.rs`), within `dispatch_timeout` and `checkout_timeout` since
+    /// `started`: a pause that would pass them ends at them, for a last try. Past them the
+    /// checkout fails as the shared path does, `Error::NoConnection` (with `e` as its cause);
+    /// a failure of another kind is the checkout's error as it is.
     async fn pause_before_reopen(
         &self,
         e: Error,
         started: Instant,
         pause: &mut std::time::Duration,
+        last_try: &mut bool,
     ) -> Result<(), Error> {
         let inner = &*self.inner;
         let config = &inner.config;
@@ -92,13 +98,29 @@ impl<R: Runtime> Client<R> {
         if let Some(limit) = config.checkout_timeout {
             until = until.min(started + limit);
         }
-        let rt = &inner.rt;
-        let at = rt.now() + *pause;
-        if !e.is_transient_connect() || at > until || inner.closing.load(Acquire) {
+        if !e.is_transient_connect() || inner.closing.load(Acquire) {
             return Err(e);
         }
+        let rt = &inner.rt;
+        let now = rt.now();
+        if *last_try || now >= until {
+            let waited = now.saturating_duration_since(started);
+            let fault = crate::error::Fault::NoneOpened { waited, last: e };
+            return Err(Error::NoConnection {
+                reason: crate::Reason::from(fault),
+            });
+        }
+        let at = (now + *pause).min(until);
         *pause = (*pause * 2).min(REOPEN_PAUSE_MAX);
-        rt.sleep_until(at).await;
+        let reached = &inner.cfg.reached;
+        let mark = reached.mark();
+        let called_back = futures_lite::future::poll_fn(|cx| reached.poll_since(mark, cx));
+        let slept = async {
+            rt.sleep_until(at).await;
+        };
+        futures_lite::future::or(slept, called_back).await;
+        // The try after a pause that ran to the deadline is the last.
+        *last_try = rt.now() >= until;
         Ok(())
     }
 

@@ -22,6 +22,16 @@ pub(crate) enum Fault {
     /// The first connect of this connection failed (its opener has the error).
     #[error("connection could not be opened")]
     OpenFailed,
+    /// A checkout's exclusive connection did not open within its bounds (`dispatch_timeout`,
+    /// `checkout_timeout`); the last attempt's failure.
+    #[error("no connection opened within {waited:?}: {last}")]
+    NoneOpened {
+        /// Since the checkout started.
+        waited: std::time::Duration,
+        /// The last attempt's failure.
+        #[source]
+        last: Error,
+    },
     /// A shared connection died and is opening again after this failure.
     #[error("reconnecting: {0}")]
     Reconnecting(#[source] Error),

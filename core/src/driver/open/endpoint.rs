@@ -26,6 +26,8 @@ pub(crate) struct Endpoint {
     /// The extension functions the client's guard refuses, read by each shared connection as
     /// it opens.
     pub(crate) extensions: Arc<ExtensionFunctions>,
+    /// Connections of the client that opened: each one calls back those waiting to open.
+    pub(crate) reached: super::Reached,
 }
 
 /// One server of the host list, ready to connect to.
@@ -73,6 +75,7 @@ impl Endpoint {
             servers,
             cancels: Arc::default(),
             extensions: Arc::new(ExtensionFunctions::new(&config.guard_allow_functions)),
+            reached: super::Reached::default(),
             config,
         })
     }

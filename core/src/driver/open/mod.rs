@@ -28,10 +28,12 @@ use crate::Error;
 mod asking;
 mod attempts;
 mod endpoint;
+mod reached;
 
 use asking::Question;
 use attempts::{Attempts, Next, SslAnswer};
 pub(crate) use endpoint::Endpoint;
+pub(crate) use reached::Reached;
 
 /// The SSLRequest message: length 8, then the request code 1234/5679.
 const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];

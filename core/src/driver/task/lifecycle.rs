@@ -32,12 +32,15 @@ impl<R: Runtime> ConnTask<R> {
                     }
                     // The connection died and is backing off: poll its timer so it fires.
                 }
-                Phase::Backoff(until) => {
-                    let until = *until;
+                Phase::Backoff(until, mark) => {
+                    let (until, mark) = (*until, *mark);
                     if self.closing(cx) {
                         return self.finish(Status::Closed);
                     }
-                    if self.rt.now() < until {
+                    if self.cfg.reached.poll_since(mark, cx).is_ready() {
+                        // The server takes connections: this one tries now, from the start.
+                        self.backoff.reset();
+                    } else if self.rt.now() < until {
                         // A timer armed earlier that fires only re-arms it.
                         if !self.arm(cx, Some(until)) {
                             return Poll::Pending;
@@ -132,7 +135,7 @@ impl<R: Runtime> ConnTask<R> {
     }
 
     pub(super) fn back_off(&mut self, delay: Duration) -> Poll<()> {
-        self.phase = Phase::Backoff(self.rt.now() + delay);
+        self.phase = Phase::Backoff(self.rt.now() + delay, self.cfg.reached.mark());
         Poll::Pending
     }
 
@@ -155,6 +158,7 @@ impl<R: Runtime> ConnTask<R> {
     /// The connection is ready: serve.
     pub(super) fn opened_ok(&mut self) {
         self.backoff.reset();
+        self.cfg.reached.opened();
         // The opening's deadline is moot: a serving connection's come from its rules.
         self.timer = None;
         match self.opened.take() {

@@ -38,8 +38,9 @@ enum Phase<R: Runtime> {
     Opening(Box<Opening<R>>),
     /// Serving units: every poll is one tick.
     Running,
-    /// Waiting until this instant before reconnecting a shared connection that died.
-    Backoff(Instant),
+    /// Waiting until this instant before reconnecting a shared connection that died, or until
+    /// another connection of the client opens after the mark (`open/reached.rs`).
+    Backoff(Instant, u64),
     /// Closed or dead for good.
     Done,
 }
