@@ -1,5 +1,6 @@
-//! The workspace's shape, checked rather than promised: core's modules depend one way (no
-//! import cycle among the children of any module), no source file in the workspace grows past
+//! The workspace's shape, checked rather than promised: every crate's modules depend one way
+//! (no import cycle among the children of any module: core, the adapters, the benchmark and
+//! its binaries, the simulation, the harness, the examples), no source file in the workspace grows past
 //! [`MAX_LINES`], and `docs/DESIGN.md`'s rule map names files that exist and every file of the
 //! core.
 //!
@@ -25,6 +26,12 @@ fn workspace() -> PathBuf {
 
 /// Every `.rs` file under `dir`, skipping build output and hidden directories.
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    rust_files_but(dir, &[], out);
+}
+
+/// [`rust_files`] without the directories named in `skip` (another crate's root, as `bin`
+/// under a library's `src`).
+fn rust_files_but(dir: &Path, skip: &[&str], out: &mut Vec<PathBuf>) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
@@ -32,7 +39,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
         let path = entry.path();
         let name = entry.file_name().to_string_lossy().into_owned();
         if path.is_dir() {
-            if name != "target" && !name.starts_with('.') {
+            if name != "target" && !name.starts_with('.') && !skip.contains(&name.as_str()) {
                 rust_files(&path, out);
             }
         } else if name.ends_with(".rs") {
@@ -41,7 +48,8 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The module path of a file under `core/src` (`driver/task/mod.rs` -> `[driver, task]`).
+/// The module path of a file under a crate's root directory (`driver/task/mod.rs` ->
+/// `[driver, task]`; `lib.rs` and `main.rs` are the root).
 fn module_of(src: &Path, file: &Path) -> Vec<String> {
     let rel = file.strip_prefix(src).expect("under src");
     let mut parts: Vec<String> = rel
@@ -50,7 +58,7 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
         .collect();
     let last = parts.pop().expect("a file name");
     let stem = last.trim_end_matches(".rs");
-    if stem != "mod" && stem != "lib" {
+    if !(stem == "mod" || (parts.is_empty() && (stem == "lib" || stem == "main"))) {
         parts.push(stem.to_owned());
     }
     parts
@@ -202,12 +210,63 @@ fn root_reexports(lib: &str) -> BTreeMap<String, Vec<String>> {
 type Edges = BTreeMap<Vec<String>, BTreeMap<(String, String), Vec<String>>>;
 
 fn core_edges() -> Edges {
-    let src = workspace().join("core/src");
+    crate_edges(&CRATES[0])
+}
+
+/// A crate of the workspace: its root directory, its root file, and the directories under the
+/// root that are other crates.
+struct Crate {
+    dir: &'static str,
+    root: &'static str,
+    skip: &'static [&'static str],
+}
+
+/// Every crate whose modules must depend one way (the adapters are one file each).
+const CRATES: [Crate; 7] = [
+    Crate {
+        dir: "core/src",
+        root: "lib.rs",
+        skip: &[],
+    },
+    Crate {
+        dir: "bench/src",
+        root: "lib.rs",
+        skip: &["bin"],
+    },
+    Crate {
+        dir: "bench/src/bin/pgpipe-bench",
+        root: "main.rs",
+        skip: &[],
+    },
+    Crate {
+        dir: "bench/src/bin/pgpipe-icount",
+        root: "main.rs",
+        skip: &[],
+    },
+    Crate {
+        dir: "sim/src",
+        root: "lib.rs",
+        skip: &[],
+    },
+    Crate {
+        dir: "tests/src",
+        root: "lib.rs",
+        skip: &[],
+    },
+    Crate {
+        dir: "examples/web/src",
+        root: "lib.rs",
+        skip: &["bin"],
+    },
+];
+
+fn crate_edges(krate: &Crate) -> Edges {
+    let src = workspace().join(krate.dir);
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    rust_files_but(&src, krate.skip, &mut files);
     files.sort();
     let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_of(&src, f)).collect();
-    let lib = fs::read_to_string(src.join("lib.rs")).expect("core/src/lib.rs");
+    let lib = fs::read_to_string(src.join(krate.root)).expect("the crate's root file");
     let reexports = root_reexports(&lib);
     let mut edges = Edges::new();
     for file in &files {
@@ -309,11 +368,11 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     s.out
 }
 
-#[test]
-fn core_modules_depend_one_way() {
-    let edges = core_edges();
+/// The import cycles among the children of any module of `edges`' crate, with the lines that
+/// make them.
+fn cycle_report(edges: &Edges) -> String {
     let mut report = String::new();
-    for (parent, pairs) in &edges {
+    for (parent, pairs) in edges {
         let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for (from, to) in pairs.keys() {
             graph.entry(from.clone()).or_default().insert(to.clone());
@@ -331,6 +390,13 @@ fn core_modules_depend_one_way() {
             }
         }
     }
+    report
+}
+
+#[test]
+fn core_modules_depend_one_way() {
+    let edges = core_edges();
+    let report = cycle_report(&edges);
     assert!(report.is_empty(), "import cycles in core:\n{report}");
     // The check sees the dependencies it must see (a reader that found nothing would pass).
     let top = &edges[&Vec::new()];
@@ -339,6 +405,48 @@ fn core_modules_depend_one_way() {
     assert!(
         edges[&vec!["driver".to_owned()]].contains_key(&("task".to_owned(), "shared".to_owned()))
     );
+}
+
+/// The cycles outside core not untangled yet, each by its crate and members: a new cycle fails
+/// the check below, and so does one of these once it is gone (strike it off here).
+/// - the simulation: its executor is also its `Runtime`, whose socket type is the network's,
+///   and a connect on the network starts a server task on the executor;
+/// - the harness: the cluster starts with TLS material, and the material's tests log in to a
+///   cluster through libpq.
+const KNOWN_CYCLES: &[(&str, &str)] = &[
+    ("sim/src", "executor <-> net <-> server"),
+    ("tests/src", "cluster <-> test_db <-> tls"),
+];
+
+#[test]
+fn every_crates_modules_depend_one_way() {
+    let mut report = String::new();
+    let mut seen = Vec::new();
+    for krate in &CRATES[1..] {
+        let edges = crate_edges(krate);
+        assert!(!edges.is_empty(), "no imports read in {}", krate.dir);
+        // A cycle's line, then the lines of the imports that make it.
+        let mut unknown = false;
+        for line in cycle_report(&edges).lines() {
+            if line.starts_with("cycle") {
+                let members = line.split(": ").nth(1).unwrap_or_default();
+                unknown = !KNOWN_CYCLES.contains(&(krate.dir, members));
+                if !unknown {
+                    seen.push((krate.dir, members.to_owned()));
+                }
+            }
+            if unknown {
+                report.push_str(&format!("{}: {line}\n", krate.dir));
+            }
+        }
+    }
+    assert!(report.is_empty(), "import cycles:\n{report}");
+    for (dir, members) in KNOWN_CYCLES {
+        assert!(
+            seen.iter().any(|s| s.0 == *dir && s.1 == *members),
+            "{dir}: {members} is gone: strike it off KNOWN_CYCLES"
+        );
+    }
 }
 
 #[test]

@@ -464,7 +464,7 @@ mod tests {
             let text = legend(&all, true);
             for s in &all {
                 // The header line of the printed table is exactly the columns explained.
-                let table = report::table(s, 1);
+                let table = report::scenario_table(s, 1);
                 let head = table
                     .lines()
                     .find(|l| l.starts_with("| candidate"))

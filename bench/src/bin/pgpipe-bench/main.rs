@@ -16,12 +16,10 @@
 //! (`docs/bench/`, `bench/results/`). Method and figures: docs/BENCHMARKS.md.
 
 mod args;
-mod bulk;
 mod engine;
 mod legend;
 mod monitor;
 mod outputs;
-mod pgbench;
 mod plan;
 mod pooler;
 mod procs;
@@ -38,7 +36,7 @@ use pgpipe_bench::proxy::DelayProxy;
 use pgpipe_tests::autogroup;
 
 use crate::args::{build_plan, parse_args, settings, Args, USAGE};
-use crate::engine::Job;
+use crate::engine::{bulk, pgbench, Job};
 use crate::monitor::Monitor;
 use crate::outputs::{shown, write_file, Outputs};
 use crate::plan::{Delay, Kind, Via};
@@ -525,7 +523,7 @@ fn run(args: &Args, argv: &[String]) -> Result<bool, String> {
         legend::TITLE
     ));
     for s in &scenarios {
-        md.push_str(&report::table(s, settings.rounds));
+        md.push_str(&report::scenario_table(s, settings.rounds));
         md.push('\n');
     }
     md.push_str(

@@ -116,3 +116,44 @@ pub(crate) fn write_file(path: &Path, text: &str) -> Result<(), String> {
     }
     std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::parse_args;
+
+    fn args(s: &str) -> Args {
+        let v: Vec<String> = s.split_whitespace().map(String::from).collect();
+        parse_args(&v).unwrap()
+    }
+
+    #[test]
+    fn results_stay_out_of_the_tree_unless_asked() {
+        let root = Path::new("/repo");
+        let o = Outputs::new(&args(""), root, 1_796_102_764);
+        let dir = root.join("target/pgpipe-bench/20261201-052604");
+        assert_eq!(o.json, dir.join("results.json"));
+        assert_eq!(o.md, dir.join("results.md"));
+        assert_eq!(o.charts, Some(dir.join("charts")));
+        assert!(!o.docs);
+        let q = Outputs::new(&args("--quick --no-svg"), root, 1_796_102_764);
+        assert_eq!(
+            q.json,
+            root.join("target/pgpipe-bench/20261201-052604-quick/results.json")
+        );
+        assert_eq!(q.charts, None);
+        let d = Outputs::new(&args("--update-docs"), root, 1_796_102_764);
+        assert_eq!(
+            d.json,
+            root.join("bench/results/pgpipe-bench-1796102764.json")
+        );
+        assert_eq!(d.md, root.join("bench/results/pgpipe-bench-1796102764.md"));
+        assert_eq!(d.charts, Some(root.join("docs/bench")));
+        assert!(d.docs);
+        let own = Outputs::new(&args("--out /tmp/x.json --svg-dir /tmp/c"), root, 0);
+        assert_eq!(own.md, Path::new("/tmp/x.md"));
+        assert_eq!(own.charts.as_deref(), Some(Path::new("/tmp/c")));
+        assert_eq!(utc_stamp(0), "19700101-000000");
+        assert_eq!(utc_stamp(951_782_400), "20000229-000000");
+    }
+}

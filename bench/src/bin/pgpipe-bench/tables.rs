@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::bulk;
+use crate::engine::bulk;
 
 /// Creates and fills `pgpipe_bench_accounts` (pgbench_accounts' shape, its own name so a real
 /// pgbench table is never touched) unless it already holds exactly `rows` rows. The DDL goes

@@ -82,9 +82,9 @@ impl<R: pgpipe::Adapter> Db for PgpipeDb<R> {
         &self,
         w: Workload,
         rows: u64,
-        marks: &crate::bulk::Marks,
-    ) -> Result<crate::bulk::Sums, String> {
-        crate::bulk::pgpipe(&self.client, w, rows, marks).await
+        marks: &crate::engine::bulk::Marks,
+    ) -> Result<crate::engine::bulk::Sums, String> {
+        crate::engine::bulk::pgpipe(&self.client, w, rows, marks).await
     }
 }
 
@@ -314,9 +314,9 @@ impl Db for TpgDb {
         &self,
         w: Workload,
         rows: u64,
-        marks: &crate::bulk::Marks,
-    ) -> Result<crate::bulk::Sums, String> {
-        crate::bulk::tokio_postgres(&self.conns[self.mine].client, w, rows, marks).await
+        marks: &crate::engine::bulk::Marks,
+    ) -> Result<crate::engine::bulk::Sums, String> {
+        crate::engine::bulk::tokio_postgres(&self.conns[self.mine].client, w, rows, marks).await
     }
 }
 

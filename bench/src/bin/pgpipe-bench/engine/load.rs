@@ -47,7 +47,7 @@ pub async fn drive<D: Db, S: LocalRt>(db: D, rt: S, job: &Job) -> Measurement {
         Load::Closed { tasks } => closed(db, rt, job, tasks).await,
         Load::Open { rate } => open(db, rt, job, rate).await,
         Load::Ceiling { queries } => ceiling(db, rt, job, queries).await,
-        Load::Rows { rows } => crate::bulk::drive(db, job, rows).await,
+        Load::Rows { rows } => crate::engine::bulk::drive(db, job, rows).await,
     }
 }
 

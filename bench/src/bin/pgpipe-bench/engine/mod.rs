@@ -25,8 +25,10 @@ use pgpipe_bench::sys::ThreadCpuClock;
 use crate::monitor::Monitor;
 use crate::plan::{Candidate, Load, Workload};
 
+pub(crate) mod bulk;
 mod candidates;
 mod load;
+pub(crate) mod pgbench;
 mod runner;
 mod window;
 
@@ -198,7 +200,7 @@ pub struct Measurement {
     /// connected (not in the two figures above).
     pub runtime_heap_bytes: Option<f64>,
     /// Bulk workloads: what the rows add up to (COPY in: what the server holds afterwards).
-    pub sums: Option<crate::bulk::Sums>,
+    pub sums: Option<crate::engine::bulk::Sums>,
     /// Transactions: the fewest in-window transactions any task completed, against the median
     /// task's (1.0 = every task served alike; None when the median is 0).
     pub fairness: Option<f64>,
@@ -320,8 +322,8 @@ pub trait Db: Clone + 'static {
         &self,
         w: Workload,
         rows: u64,
-        marks: &crate::bulk::Marks,
-    ) -> Result<crate::bulk::Sums, String> {
+        marks: &crate::engine::bulk::Marks,
+    ) -> Result<crate::engine::bulk::Sums, String> {
         let _ = (rows, marks);
         Err(format!("this candidate does not run {}", w.label()))
     }

@@ -169,7 +169,7 @@ fn run_thread(job: Job) -> Result<Measurement, String> {
             Kind::Pgpipe(Adapter::Glommio) => run_glommio(&job),
             Kind::TokioPostgres => run_tokio(&job, TokioClient::TokioPostgres),
             Kind::Deadpool => run_tokio(&job, TokioClient::Deadpool),
-            Kind::Pgbench => crate::pgbench::run(&job),
+            Kind::Pgbench => crate::engine::pgbench::run(&job),
         })
         .map_err(err)?;
     match t.join() {
@@ -197,7 +197,7 @@ fn run_smol(job: &Job) -> Result<Measurement, String> {
     let local = Rc::new(async_executor::LocalExecutor::new());
     let rt = SmolLocal(local.clone());
     async_io::block_on(local.run(async {
-        crate::bulk::runtime_ready();
+        crate::engine::bulk::runtime_ready();
         let client = pgpipe::Client::connect(
             pgpipe_smol::SmolLocalRuntime::on(local.clone()),
             job.pgpipe_config(),
@@ -216,7 +216,7 @@ fn run_glommio(job: &Job) -> Result<Measurement, String> {
         .make()
         .map_err(err)?;
     ex.run(async {
-        crate::bulk::runtime_ready();
+        crate::engine::bulk::runtime_ready();
         let client = pgpipe_glommio::connect_with(job.pgpipe_config())
             .await
             .map_err(err)?;
@@ -239,7 +239,7 @@ fn run_tokio(job: &Job, which: TokioClient) -> Result<Measurement, String> {
         .map_err(err)?;
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async {
-        crate::bulk::runtime_ready();
+        crate::engine::bulk::runtime_ready();
         match which {
             TokioClient::Pgpipe => {
                 let client = pgpipe::Client::connect(

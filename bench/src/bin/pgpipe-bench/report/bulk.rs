@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::cells::{failed_row, range, thousands};
 use super::ratio::{judge, Ratio, Status};
-use super::table::{failed_row, range, thousands};
 use super::{CandidateResult, Goal, ScenarioResult};
 use crate::plan::{Kind, Workload};
 
@@ -27,7 +27,7 @@ pub struct BulkReport {
     /// Stream: each pgpipe runtime's peak heap against 16 MiB (medians and worst round).
     pub memory: Vec<Goal>,
     /// The sums of every successful run (rows, ids, name bytes, scores), if all runs agree.
-    pub sums_agree: Option<crate::bulk::Sums>,
+    pub sums_agree: Option<crate::engine::bulk::Sums>,
     /// Successful runs whose sums were compared.
     pub runs_checked: usize,
 }
@@ -75,7 +75,7 @@ pub(super) fn bulk_report(s: &ScenarioResult) -> BulkReport {
     } else {
         Vec::new()
     };
-    let sums: Vec<crate::bulk::Sums> = s
+    let sums: Vec<crate::engine::bulk::Sums> = s
         .candidates
         .iter()
         .flat_map(|c| &c.runs)

@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
+use super::cells::{failed_row, ms, range, thousands};
 use super::goals::is_deadpool;
-use super::table::{failed_row, ms, range, thousands};
 use super::{CandidateResult, Figure, Goal, ScenarioResult};
 use crate::plan::{Candidate, Load};
 

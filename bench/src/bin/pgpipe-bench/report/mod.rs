@@ -5,6 +5,7 @@
 //! ([`ScenarioResult`]), the A/A spread, a goal's shape, the machine's facts and the whole
 //! document ([`Report`]). Beside it: `summary.rs` (median and min–max of every figure),
 //! `goals.rs` (the headline goals and their table), `table.rs` (one scenario's printed table),
+//! `cells.rs` (the figures as text and a failed candidate's row, for every kind's table),
 //! `ratio.rs` (a ratio of medians judged against the A/A noise), and a file per kind of scenario
 //! with its own table, comparisons and goals: `hol.rs`, `pooler.rs`, `tls.rs`, `bulk.rs`, `tx.rs`.
 
@@ -14,6 +15,7 @@ use crate::engine::Measurement;
 use crate::plan::{Candidate, Delay, Load, Scenario, Settings, Via, Workload};
 
 mod bulk;
+mod cells;
 mod goals;
 mod hol;
 mod pooler;
@@ -25,7 +27,7 @@ mod tx;
 
 pub use goals::{goals, goals_table};
 pub use summary::{Figure, Summary};
-pub use table::{columns, table};
+pub use table::{columns, scenario_table};
 
 use bulk::{bulk_report, BulkReport};
 use hol::hol_goals;

@@ -4,8 +4,8 @@
 
 use std::fmt::Write as _;
 
+use super::cells::{failed_row, ms, range, thousands};
 use super::goals::is_deadpool;
-use super::table::{failed_row, ms, range, thousands};
 use super::{CandidateResult, Goal, ScenarioResult};
 use crate::plan::Via;
 
@@ -198,7 +198,7 @@ mod tests {
     use super::*;
     use crate::engine::Measurement;
     use crate::plan::{Candidate, Delay, Load, Scenario, Workload};
-    use crate::report::{table, Rounds};
+    use crate::report::{scenario_table, Rounds};
 
     #[test]
     fn pooler_goals_from_medians() {
@@ -261,7 +261,7 @@ mod tests {
             ],
         );
         assert_eq!(slower.pooler_goals[0].met, Some(false));
-        let t = table(&many, 1);
+        let t = scenario_table(&many, 1);
         assert!(t.contains("| 8 × pgpipe-tokio-2 |"), "{t}");
         assert!(t.contains("Goals (from the medians)"));
     }

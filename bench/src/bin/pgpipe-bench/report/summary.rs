@@ -165,7 +165,7 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::table::thousands;
+    use crate::report::cells::thousands;
 
     #[test]
     fn median_and_range() {

@@ -5,52 +5,14 @@
 use std::fmt::Write as _;
 
 use super::bulk::{bulk_table, BULK_COLUMNS};
+use super::cells::{failed_row, ms, range, thousands};
 use super::hol::{hol_table, HOL_COLUMNS};
 use super::pooler::{pooler_table, POOLER_COLUMNS};
 use super::tls::tls_notes;
 use super::tx;
-use super::{CandidateResult, Figure, ScenarioResult};
+use super::{Figure, ScenarioResult};
 use crate::plan::{Delay, Load, Workload};
 use pgpipe_tests::host_speed::{self, HostSpeed};
-
-/// Microseconds as milliseconds, with fewer decimals the larger the figure.
-pub(super) fn ms(us: f64) -> String {
-    let v = us / 1e3;
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
-/// `x` rounded, its thousands separated by commas.
-pub(super) fn thousands(x: f64) -> String {
-    let n = x.round() as i64;
-    let s = n.abs().to_string();
-    let mut out = String::new();
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    if n < 0 {
-        format!("-{out}")
-    } else {
-        out
-    }
-}
-
-/// The median, then the min–max over rounds in parentheses when they differ.
-pub(super) fn range(f: &Figure, fmt: impl Fn(f64) -> String) -> String {
-    if f.min == f.max {
-        fmt(f.median)
-    } else {
-        format!("{} ({}–{})", fmt(f.median), fmt(f.min), fmt(f.max))
-    }
-}
 
 /// Columns of the closed- and open-loop tables (point, select1, rw).
 const COLUMNS: &[&str] = &[
@@ -116,7 +78,7 @@ fn header(t: &mut String, cols: &[&str]) {
 }
 
 /// A Markdown table of one scenario (median over rounds, min–max in parentheses).
-pub fn table(s: &ScenarioResult, rounds: usize) -> String {
+pub fn scenario_table(s: &ScenarioResult, rounds: usize) -> String {
     let mut t = body(s, rounds);
     steal_line(&mut t, s);
     host_speed_line(&mut t, s);
@@ -296,17 +258,72 @@ fn body(s: &ScenarioResult, rounds: usize) -> String {
     t
 }
 
-/// A table row for a candidate none of whose runs completed (`gap`: cells before the reason);
-/// `false` when it has runs to show.
-pub(super) fn failed_row(t: &mut String, c: &CandidateResult, gap: &str) -> bool {
-    if !c.runs.is_empty() {
-        return false;
+#[cfg(test)]
+mod tests {
+    use super::super::ratio::Status;
+    use super::*;
+    use crate::engine::Measurement;
+    use crate::plan::{Candidate, Scenario, Via};
+    use crate::report::Rounds;
+
+    #[test]
+    fn tls_scenarios_show_their_ratios_and_the_noise() {
+        let sc = Scenario {
+            tag: Some("tls"),
+            workload: Workload::Point,
+            load: Load::Closed { tasks: 10 },
+            delay: Delay::Direct,
+            via: Via::Server,
+            procs: 1,
+            candidates: Vec::new(),
+        };
+        let run = |name: &str, throughput: f64| -> Rounds {
+            let m = Measurement {
+                throughput,
+                ..Measurement::default()
+            };
+            (Candidate::parse(name).unwrap(), vec![m], Vec::new())
+        };
+        let s = ScenarioResult::new(
+            &sc,
+            vec![
+                run("pgpipe-tokio-4", 100.0),
+                run("pgpipe-tokio-4-tls", 95.0),
+                run("tokio-postgres-1-tls", 50.0),
+                run("tokio-postgres-4-tls", 96.0),
+                run("tokio-postgres-4", 100.0),
+                run("pgpipe-tokio-4-tls#2", 93.0),
+            ],
+        );
+        assert_eq!(s.id, "tls-point-closed-10-direct");
+        // The A/A pair is the TLS one, not plaintext against TLS.
+        let aa = s.aa.as_ref().unwrap();
+        assert_eq!(
+            (aa.a.as_str(), aa.b.as_str()),
+            ("pgpipe-tokio-4-tls", "pgpipe-tokio-4-tls#2")
+        );
+        let r = &s.tls.as_ref().unwrap().ratios;
+        let find = |w: &str| r.iter().find(|x| x.what.starts_with(w)).unwrap();
+        let own = find("pgpipe-tokio-4-tls / pgpipe-tokio-4");
+        assert_eq!((own.goal, own.status), (Some(0.9), Status::Met));
+        assert!((own.ratio - 0.95).abs() < 1e-9);
+        // 95 vs 96 is 1% below parity, inside the 2.1% A/A spread.
+        let tpg = find("pgpipe-tokio-4-tls / tokio-postgres-4-tls");
+        assert_eq!(tpg.status, Status::ParityWithinNoise);
+        assert_eq!(tpg.met_by_medians, Some(false));
+        let ctx = find("tokio-postgres-4-tls / tokio-postgres-4");
+        assert_eq!((ctx.goal, ctx.status), (None, Status::Info));
+        // Only the copy-1 candidates are sides of a ratio.
+        assert!(r.iter().all(|x| !x.what.contains('#')));
+        assert_eq!(r.len(), 3);
+        let text = scenario_table(&s, 1);
+        assert!(text.contains("bytes/TLS record"));
+        assert!(text.contains("**parity within noise**"));
+        // Plain scenarios keep their columns.
+        let plain = ScenarioResult::new(
+            &Scenario { tag: None, ..sc },
+            vec![run("pgpipe-tokio-4", 100.0)],
+        );
+        assert!(plain.tls.is_none() && !scenario_table(&plain, 1).contains("TLS"));
     }
-    let _ = writeln!(
-        t,
-        "| {} |{gap} failed: {} |",
-        c.candidate.name,
-        c.failures.first().map(String::as_str).unwrap_or("?")
-    );
-    true
 }

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::table::{failed_row, ms, range, thousands};
+use super::cells::{failed_row, ms, range, thousands};
 use super::{CandidateResult, Goal, ScenarioResult};
 use crate::plan::{Delay, Kind};
 
