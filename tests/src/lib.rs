@@ -63,6 +63,7 @@ mod scratch;
 pub mod server_log;
 mod test_db;
 pub mod tls;
+mod tls_checks;
 
 pub use binaries::find_bin_dir;
 pub use cluster::{Cluster, ClusterBuilder};
