@@ -4,7 +4,7 @@
 //! PostgreSQL. A proxy of the harness (`pgpipe_tests::chunk_proxy`) does the cutting.
 //!
 //! 1,000 tasks run checkable work: point selects whose rows name their keys and carry the
-//! caller's own tag, inserts that return what they inserted, transactions and atomic batches
+//! caller's own tag (one in five a simple-protocol text of two statements), inserts that return what they inserted, transactions and atomic batches
 //! of two inserts, and a division by zero that fails its unit alone. Every answer is checked
 //! against its question, and afterwards every write against the table: an acknowledged one is
 //! there, with its own values; one reported failed with a server error, or never sent, is
@@ -326,7 +326,32 @@ async fn task_work<H: Harness>(
         let op = (t + q) % 10;
         let id = i64::from(t) * 100 + i64::from(q) * 4;
         match op {
-            0..=4 => {
+            4 => {
+                // A simple-protocol text of two statements, on the shared path: its rows are
+                // text, and its Query has no Sync of its own.
+                let key = (t * 7919 + q * 31).rem_euclid(ROWS) + 1;
+                let text = format!("SELECT id, v FROM {sel} WHERE id = {key}; SELECT {t}");
+                let r = db.simple_query(&text).await;
+                let mut tl = answered(tally);
+                tl.selects += 1;
+                match r {
+                    Ok(out) => {
+                        use pgpipe::SimpleQueryMessage as M;
+                        let want = format!("r{key}{}", "x".repeat((key % 40) as usize));
+                        let (key, t) = (key.to_string(), t.to_string());
+                        let ok = matches!(&out[..], [M::Row(a), M::CommandComplete(1), M::Row(b), M::CommandComplete(1)]
+                            if a.get(0) == Some(key.as_str())
+                                && a.get(1) == Some(want.as_str())
+                                && b.get(0) == Some(t.as_str()));
+                        if !ok {
+                            tl.wrong
+                                .push(format!("simple select {key} tag {t}: {out:?}"));
+                        }
+                    }
+                    Err(e) => note_error(&mut tl, "simple select", &e),
+                }
+            }
+            0..=3 => {
                 let key = (t * 7919 + q * 31).rem_euclid(ROWS) + 1;
                 let r = db.query(&select, &[&key, &t]).await;
                 let mut tl = answered(tally);
