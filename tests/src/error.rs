@@ -19,6 +19,11 @@ pub enum HarnessError {
         /// Every place that was looked at.
         searched: Vec<String>,
     },
+    /// The `haproxy` binary was not found.
+    HaProxyNotFound {
+        /// Every place that was looked at.
+        searched: Vec<String>,
+    },
     /// An I/O operation (file system, spawning a process, ...) failed.
     Io {
         /// What was being done.
@@ -75,6 +80,12 @@ impl fmt::Display for HarnessError {
                 f,
                 "no pgbouncer binary found (install it with `apt-get install -y pgbouncer`, or set \
                  PGPIPE_PGBOUNCER to its path); searched: {}",
+                searched.join("; ")
+            ),
+            HarnessError::HaProxyNotFound { searched } => write!(
+                f,
+                "no haproxy binary found (install it with `apt-get install -y haproxy`, or set \
+                 PGPIPE_HAPROXY to its path); searched: {}",
                 searched.join("; ")
             ),
             HarnessError::Io { context, source } => write!(f, "{context}: {source}"),

@@ -542,6 +542,7 @@ suite! {
         hostile::authentication_a_client_must_not_answer_sends_nothing: 60,
         reconnect::a_server_restart_fails_only_sent_units_and_service_resumes: 90,
         reconnect::a_connection_that_opens_calls_the_others_back_from_their_backoff: 60,
+        reconnect::behind_haproxy_a_connection_that_opens_calls_the_others_back: 60,
         reconnect::terminated_backends_fail_only_sent_units: 90,
         reconnect::units_wait_for_a_server_within_their_bounds: 90,
         extensions::extension_functions_are_refused_from_the_catalog: 90,

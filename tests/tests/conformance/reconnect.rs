@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use pgpipe::{Config, Error};
-use pgpipe_tests::Cluster;
+use pgpipe_tests::{Cluster, HaProxy};
 
 use crate::{off_thread, psql, psql_async, wait_until, Db, Harness, Local};
 
@@ -386,8 +386,56 @@ pub async fn units_wait_for_a_server_within_their_bounds<H: Harness>() {
 /// shared statement then finds a connection well within a `dispatch_timeout` of 1.5 s, where
 /// without the call back it waits for the shared connections' next attempt, seconds away.
 pub async fn a_connection_that_opens_calls_the_others_back_from_their_backoff<H: Harness>() {
+    let (db, cluster, _) = called_back::<H>(false).await;
+    // With the server down, a checkout tries until its bound (the last pause cut to end at
+    // it, for a last try) and then fails as the shared path does, with the cause.
+    let cluster = off_thread::<H, _>(move || {
+        let mut cluster = cluster;
+        cluster.halt();
+        cluster
+    })
+    .await;
+    let started = Instant::now();
+    let e = db.session().await.err().expect("no server, no session");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1500),
+        "gave up after {waited:?}: {e}"
+    );
+    let Error::NoConnection { reason } = &e else {
+        panic!("{e:?}")
+    };
+    let io = reason.io_error().map(std::io::Error::kind);
+    assert_eq!(io, Some(std::io::ErrorKind::ConnectionRefused), "{e}");
+    db.close().await;
+    drop(cluster);
+}
+
+/// [`a_connection_that_opens_calls_the_others_back_from_their_backoff`] through HAProxy, as
+/// deployments reach PostgreSQL: while the server is down HAProxy accepts every connection and
+/// closes it, so each attempt fails as a server that closed the connection during startup.
+pub async fn behind_haproxy_a_connection_that_opens_calls_the_others_back<H: Harness>() {
+    let test = "behind_haproxy_a_connection_that_opens_calls_the_others_back";
+    if !pgpipe_tests::haproxy::available_or_skip(test) {
+        return;
+    }
+    let (db, cluster, proxy) = called_back::<H>(true).await;
+    db.close().await;
+    off_thread::<H, _>(move || drop((proxy, cluster))).await;
+}
+
+/// The server (its own cluster, through HAProxy with `haproxy`) down 7 s and back: a checkout
+/// opens, then the shared path must serve within `dispatch_timeout`. Returns the client, the
+/// cluster, up, and the proxy.
+async fn called_back<H: Harness>(haproxy: bool) -> (Db<H>, Cluster, Option<HaProxy>) {
     let cluster = off_thread::<H, _>(|| Cluster::start().expect("a cluster to stop")).await;
-    let mut cfg = Config::parse(&cluster.url()).expect("cluster URL");
+    let port = cluster.port();
+    let proxy = match haproxy {
+        true => Some(off_thread::<H, _>(move || HaProxy::start(port).expect("haproxy")).await),
+        false => None,
+    };
+    let url = proxy.as_ref().map_or_else(|| cluster.url(), HaProxy::url);
+    let mut cfg = Config::parse(&url).expect("URL");
     cfg.pipeline_size = 2;
     cfg.max_connections = 4;
     cfg.pinned_size = 1;
@@ -418,31 +466,15 @@ pub async fn a_connection_that_opens_calls_the_others_back_from_their_backoff<H:
     let r = db.query("SELECT 1", &[]).await;
     let served = resumed.elapsed();
     eprintln!(
-        "{}: checkout {opened:?} and shared path {served:?} after the server was back: {:?}",
+        "{}{}: checkout {opened:?} and shared path {served:?} after the server was back: {:?}",
         H::name(),
+        if proxy.is_some() {
+            " through HAProxy"
+        } else {
+            ""
+        },
         r.as_ref().map(|_| "ok")
     );
     r.expect("the shared path, called back by the checkout's connection");
-    // With the server down, a checkout tries until its bound (the last pause cut to end at
-    // it, for a last try) and then fails as the shared path does, with the cause.
-    let cluster = off_thread::<H, _>(move || {
-        let mut cluster = cluster;
-        cluster.halt();
-        cluster
-    })
-    .await;
-    let started = Instant::now();
-    let e = db.session().await.err().expect("no server, no session");
-    let waited = started.elapsed();
-    assert!(
-        waited >= Duration::from_millis(1500),
-        "gave up after {waited:?}: {e}"
-    );
-    let Error::NoConnection { reason } = &e else {
-        panic!("{e:?}")
-    };
-    let io = reason.io_error().map(std::io::Error::kind);
-    assert_eq!(io, Some(std::io::ErrorKind::ConnectionRefused), "{e}");
-    db.close().await;
-    drop(cluster);
+    (db, cluster, proxy)
 }

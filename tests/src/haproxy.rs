@@ -1,0 +1,171 @@
+//! A throwaway HAProxy (Debian's `haproxy` package) in TCP mode in front of a
+//! [`crate::Cluster`], as deployments put it in front of PostgreSQL: its own directory and free
+//! port, removed when dropped (a watchdog does the same if the test process dies first).
+//!
+//! Its health check is PostgreSQL's (`option pgsql-check`) every 100 ms, one failure marking
+//! the server down and one success up again. While the server is down HAProxy still accepts
+//! connections and closes them at once, which a client sees as a server that closed the
+//! connection during startup: the fault behind a proxy that a client must not take for a
+//! server down for long.
+
+use std::fs;
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::process::{describe, send_signal, spawn_watchdog};
+use crate::scratch::{create_unique_dir, free_port};
+use crate::{HarnessError, DATABASE, SUPERUSER};
+
+/// A running HAProxy.
+#[derive(Debug)]
+pub struct HaProxy {
+    dir: PathBuf,
+    port: u16,
+    child: Option<Child>,
+    watchdog: Option<Child>,
+}
+
+/// Where the `haproxy` binary is: `PGPIPE_HAPROXY`, else the Debian path, else `PATH`.
+pub fn find_haproxy() -> Result<PathBuf, HarnessError> {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(p) = std::env::var_os("PGPIPE_HAPROXY") {
+        candidates.push(p.into());
+    }
+    candidates.push("/usr/sbin/haproxy".into());
+    if let Some(path) = std::env::var_os("PATH") {
+        candidates.extend(std::env::split_paths(&path).map(|d| d.join("haproxy")));
+    }
+    let mut searched = Vec::new();
+    for c in candidates {
+        if c.is_file() {
+            return Ok(c);
+        }
+        searched.push(format!("{}: not found", c.display()));
+    }
+    Err(HarnessError::HaProxyNotFound { searched })
+}
+
+/// Whether a test that needs HAProxy can run. Without the binary it prints a one-line note
+/// naming the package and returns false (the test passes as skipped);
+/// `PGPIPE_REQUIRE_HAPROXY=1` (set by CI) turns the skip into a failure.
+pub fn available_or_skip(test: &str) -> bool {
+    match find_haproxy() {
+        Ok(_) => true,
+        Err(e) if std::env::var_os("PGPIPE_REQUIRE_HAPROXY").is_some() => {
+            panic!("{test}: PGPIPE_REQUIRE_HAPROXY is set, but {e}")
+        }
+        Err(_) => {
+            crate::report_skip(
+                test,
+                "haproxy is not installed (apt-get install -y haproxy)",
+            );
+            false
+        }
+    }
+}
+
+impl HaProxy {
+    /// Starts HAProxy in front of the server on 127.0.0.1:`upstream` (a [`crate::Cluster`]'s
+    /// port). Blocks until it accepts connections.
+    pub fn start(upstream: u16) -> Result<HaProxy, HarnessError> {
+        let bin = find_haproxy()?;
+        let mut h = HaProxy {
+            dir: create_unique_dir()?,
+            port: free_port()?,
+            child: None,
+            watchdog: None,
+        };
+        // Idle client and server sides are never timed out: pooled connections idle for long.
+        let config = format!(
+            "global\n\
+             \x20   maxconn 4096\n\
+             defaults\n\
+             \x20   mode tcp\n\
+             \x20   timeout connect 1s\n\
+             \x20   timeout client 1h\n\
+             \x20   timeout server 1h\n\
+             \x20   timeout check 1s\n\
+             listen postgres\n\
+             \x20   bind 127.0.0.1:{port}\n\
+             \x20   option pgsql-check user {SUPERUSER}\n\
+             \x20   default-server inter 100ms fall 1 rise 1\n\
+             \x20   server pg 127.0.0.1:{upstream} check\n",
+            port = h.port,
+        );
+        let path = h.dir.join("haproxy.cfg");
+        fs::write(&path, config)
+            .map_err(|e| HarnessError::io(format!("writing {}", path.display()), e))?;
+        let mut cmd = Command::new(bin);
+        cmd.arg("-db")
+            .arg("-f")
+            .arg(&path)
+            .current_dir(&h.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let command = describe(&cmd);
+        let child = cmd
+            .spawn()
+            .map_err(|e| HarnessError::io(format!("starting `{command}`"), e))?;
+        let pid = child.id();
+        h.child = Some(child);
+        h.watchdog = Some(spawn_watchdog(pid, &h.dir, &h.dir.join("haproxy.pid"))?);
+        h.wait_ready()?;
+        Ok(h)
+    }
+
+    /// The port it listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The superuser's URL through HAProxy.
+    pub fn url(&self) -> String {
+        format!("postgres://{SUPERUSER}@127.0.0.1:{}/{DATABASE}", self.port)
+    }
+
+    fn wait_ready(&mut self) -> Result<(), HarnessError> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
+        loop {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    self.child = None;
+                    return Err(HarnessError::StartupFailed {
+                        port: self.port,
+                        reason: format!("haproxy exited during startup ({status})"),
+                        log_tail: String::new(),
+                    });
+                }
+            }
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(HarnessError::StartupFailed {
+                    port: self.port,
+                    reason: "haproxy not ready after 30 s".into(),
+                    log_tail: String::new(),
+                });
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for HaProxy {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            send_signal("KILL", &[child.id()]);
+            let _ = child.wait();
+        }
+        if let Some(mut w) = self.watchdog.take() {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
