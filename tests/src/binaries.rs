@@ -1,5 +1,6 @@
 //! Where the PostgreSQL binaries are: `PGPIPE_PG_BIN`, `pg_config --bindir` or the highest
-//! `/usr/lib/postgresql/*/bin`, and the `psql` beside them.
+//! `/usr/lib/postgresql/*/bin`, and the `psql` beside them; where an optional tool is
+//! (PgBouncer, HAProxy), and whether a test that needs one runs or skips.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -91,6 +92,52 @@ pub(crate) fn psql_in(bin: &Path) -> PathBuf {
         psql
     } else {
         PathBuf::from("psql")
+    }
+}
+
+/// An optional tool's binary: the path in the environment variable `env`, else `debian` (where
+/// Debian's package puts it), else `name` on `PATH`; or every place looked at.
+pub(crate) fn find_tool(env: &str, debian: &str, name: &str) -> Result<PathBuf, Vec<String>> {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(p) = std::env::var_os(env) {
+        candidates.push(p.into());
+    }
+    candidates.push(debian.into());
+    if let Some(path) = std::env::var_os("PATH") {
+        candidates.extend(std::env::split_paths(&path).map(|d| d.join(name)));
+    }
+    let mut searched = Vec::new();
+    for c in candidates {
+        if c.is_file() {
+            return Ok(c);
+        }
+        searched.push(format!("{}: not found", c.display()));
+    }
+    Err(searched)
+}
+
+/// Whether a test that needs an optional tool can run, given where it was `found`. Without it
+/// the test prints a one-line note naming the Debian `package` and returns false (it passes as
+/// skipped), so the README's test command runs to the end on a machine with only PostgreSQL;
+/// the environment variable `require` (set by CI) turns the skip into a failure.
+pub(crate) fn tool_or_skip(
+    test: &str,
+    found: Result<PathBuf, HarnessError>,
+    require: &str,
+    package: &str,
+) -> bool {
+    match found {
+        Ok(_) => true,
+        Err(e) if std::env::var_os(require).is_some() => {
+            panic!("{test}: {require} is set, but {e}")
+        }
+        Err(_) => {
+            crate::report_skip(
+                test,
+                &format!("{package} is not installed (apt-get install -y {package})"),
+            );
+            false
+        }
     }
 }
 

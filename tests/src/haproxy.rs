@@ -15,6 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::binaries::{find_tool, tool_or_skip};
 use crate::process::{describe, send_signal, spawn_watchdog};
 use crate::scratch::{create_unique_dir, free_port};
 use crate::{HarnessError, DATABASE, SUPERUSER};
@@ -30,41 +31,14 @@ pub struct HaProxy {
 
 /// Where the `haproxy` binary is: `PGPIPE_HAPROXY`, else the Debian path, else `PATH`.
 pub fn find_haproxy() -> Result<PathBuf, HarnessError> {
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    if let Some(p) = std::env::var_os("PGPIPE_HAPROXY") {
-        candidates.push(p.into());
-    }
-    candidates.push("/usr/sbin/haproxy".into());
-    if let Some(path) = std::env::var_os("PATH") {
-        candidates.extend(std::env::split_paths(&path).map(|d| d.join("haproxy")));
-    }
-    let mut searched = Vec::new();
-    for c in candidates {
-        if c.is_file() {
-            return Ok(c);
-        }
-        searched.push(format!("{}: not found", c.display()));
-    }
-    Err(HarnessError::HaProxyNotFound { searched })
+    find_tool("PGPIPE_HAPROXY", "/usr/sbin/haproxy", "haproxy")
+        .map_err(|searched| HarnessError::HaProxyNotFound { searched })
 }
 
-/// Whether a test that needs HAProxy can run. Without the binary it prints a one-line note
-/// naming the package and returns false (the test passes as skipped);
-/// `PGPIPE_REQUIRE_HAPROXY=1` (set by CI) turns the skip into a failure.
+/// Whether a test that needs HAProxy can run: without it the test is skipped with a note,
+/// unless `PGPIPE_REQUIRE_HAPROXY` (set by CI) is set, which fails it.
 pub fn available_or_skip(test: &str) -> bool {
-    match find_haproxy() {
-        Ok(_) => true,
-        Err(e) if std::env::var_os("PGPIPE_REQUIRE_HAPROXY").is_some() => {
-            panic!("{test}: PGPIPE_REQUIRE_HAPROXY is set, but {e}")
-        }
-        Err(_) => {
-            crate::report_skip(
-                test,
-                "haproxy is not installed (apt-get install -y haproxy)",
-            );
-            false
-        }
-    }
+    tool_or_skip(test, find_haproxy(), "PGPIPE_REQUIRE_HAPROXY", "haproxy")
 }
 
 impl HaProxy {

@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::binaries::{find_tool, tool_or_skip};
 use crate::process::{describe, is_root, run, run_with_stdin, send_signal, spawn_watchdog};
 use crate::scratch::{create_unique_dir, free_port};
 use crate::{HarnessError, DATABASE, SUPERUSER};
@@ -46,42 +47,19 @@ pub struct PgBouncer {
 
 /// Where the `pgbouncer` binary is: `PGPIPE_PGBOUNCER`, else the Debian path, else `PATH`.
 pub fn find_pgbouncer() -> Result<PathBuf, HarnessError> {
-    let mut searched = Vec::new();
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    if let Some(p) = std::env::var_os("PGPIPE_PGBOUNCER") {
-        candidates.push(p.into());
-    }
-    candidates.push("/usr/sbin/pgbouncer".into());
-    if let Some(path) = std::env::var_os("PATH") {
-        candidates.extend(std::env::split_paths(&path).map(|d| d.join("pgbouncer")));
-    }
-    for c in candidates {
-        if c.is_file() {
-            return Ok(c);
-        }
-        searched.push(format!("{}: not found", c.display()));
-    }
-    Err(HarnessError::PgBouncerNotFound { searched })
+    find_tool("PGPIPE_PGBOUNCER", "/usr/sbin/pgbouncer", "pgbouncer")
+        .map_err(|searched| HarnessError::PgBouncerNotFound { searched })
 }
 
-/// Whether a test that needs PgBouncer can run. Without the binary it prints a one-line note
-/// naming the package and returns false (the test passes as skipped), so the README's test
-/// command runs to the end on a machine with only PostgreSQL; `PGPIPE_REQUIRE_PGBOUNCER=1`
-/// (set by CI) turns the skip into a failure.
+/// Whether a test that needs PgBouncer can run: without it the test is skipped with a note,
+/// unless `PGPIPE_REQUIRE_PGBOUNCER` (set by CI) is set, which fails it.
 pub fn available_or_skip(test: &str) -> bool {
-    match find_pgbouncer() {
-        Ok(_) => true,
-        Err(e) if std::env::var_os("PGPIPE_REQUIRE_PGBOUNCER").is_some() => {
-            panic!("{test}: PGPIPE_REQUIRE_PGBOUNCER is set, but {e}")
-        }
-        Err(_) => {
-            crate::report_skip(
-                test,
-                "pgbouncer is not installed (apt-get install -y pgbouncer)",
-            );
-            false
-        }
-    }
+    tool_or_skip(
+        test,
+        find_pgbouncer(),
+        "PGPIPE_REQUIRE_PGBOUNCER",
+        "pgbouncer",
+    )
 }
 
 impl PgBouncer {

@@ -304,15 +304,17 @@ pub(crate) fn build_plan(a: &Args, s: &Settings) -> Vec<Scenario> {
     plan
 }
 
+/// The arguments of a command line written as one string (`"--quick --no-svg"`), for tests.
+#[cfg(test)]
+pub(crate) fn args(s: &str) -> Args {
+    let v: Vec<String> = s.split_whitespace().map(String::from).collect();
+    parse_args(&v).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::path::Path;
-
-    fn args(s: &str) -> Args {
-        let v: Vec<String> = s.split_whitespace().map(String::from).collect();
-        parse_args(&v).unwrap()
-    }
 
     #[test]
     fn candidates_flag_replaces_lists() {

@@ -120,12 +120,7 @@ pub(crate) fn write_file(path: &Path, text: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::parse_args;
-
-    fn args(s: &str) -> Args {
-        let v: Vec<String> = s.split_whitespace().map(String::from).collect();
-        parse_args(&v).unwrap()
-    }
+    use crate::args::args;
 
     #[test]
     fn results_stay_out_of_the_tree_unless_asked() {
