@@ -7,14 +7,14 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
 
-use super::on_demand::{new_connection, start_task};
-use super::{Adapter, Client};
+use super::on_demand::new_connection;
+use super::Client;
 use crate::driver::shared::ConnShared;
 use crate::exclusive::{finish_handover, Grant, Held, Pinned};
 use crate::rt::Runtime;
 use crate::Error;
 
-impl<R: Adapter> Client<R> {
+impl<R: Runtime> Client<R> {
     /// An exclusive connection for the caller (see `Client::session`, in `session/mod.rs`): an
     /// idle one once its handover is done, or a new one while the budget allows, in arrival
     /// order (`exclusive/mod.rs`).
@@ -49,7 +49,7 @@ impl<R: Adapter> Client<R> {
                     // Before the task starts: its end, however soon, must free the budget.
                     self.on_exit_free_budget(&shared);
                     pinned.register(&shared);
-                    let opened = start_task(&inner.rt, &inner.cfg, &shared, true);
+                    let opened = (inner.open_fn)(&inner.rt, &inner.cfg, &shared, true);
                     let claim = Claim::new(pinned, &shared);
                     // On failure the claim's drop frees the slot.
                     match futures_lite::future::poll_fn(|cx| opened.poll_block(cx)).await {
@@ -114,11 +114,28 @@ impl<R: Runtime> Client<R> {
         *pause = (*pause * 2).min(REOPEN_PAUSE_MAX);
         let reached = &inner.cfg.reached;
         let mark = reached.mark();
-        let called_back = futures_lite::future::poll_fn(|cx| reached.poll_since(mark, cx));
-        let slept = async {
-            rt.sleep_until(at).await;
-        };
-        futures_lite::future::or(slept, called_back).await;
+        loop {
+            let now = rt.now();
+            if now >= at {
+                reached.trying(now);
+                break;
+            }
+            if reached.scout(now) {
+                break;
+            }
+            let called_back = async {
+                futures_lite::future::poll_fn(|cx| reached.poll_since(mark, cx)).await;
+                true
+            };
+            let slept = async {
+                rt.sleep_until(reached.look_again(at)).await;
+                false
+            };
+            if futures_lite::future::or(called_back, slept).await {
+                reached.trying(rt.now());
+                break;
+            }
+        }
         // The try after a pause that ran to the deadline is the last.
         *last_try = rt.now() >= until;
         Ok(())

@@ -20,7 +20,7 @@ use crate::sched::Waiter;
 use crate::stats::Stats;
 use crate::{Config, Error, Row, ToStatement};
 
-use on_demand::{open_on_demand, spawn_connection};
+use on_demand::{spawn_connection, start_task};
 
 mod batch;
 mod checkout;
@@ -65,9 +65,9 @@ impl<R: Runtime> Clone for Client<R> {
     }
 }
 
-/// Starts a connection task on a claimed slot (a plain `fn`, so the handle stays `Send` and
-/// `Sync` whatever the runtime, and callers need no `Spawn` bound).
-type OpenFn<R> = fn(&R, &Arc<Endpoint>, &Arc<ConnShared>) -> Opened;
+/// Starts a connection task on a claimed slot, exclusive or not (a plain `fn`, so the handle
+/// stays `Send` and `Sync` whatever the runtime, and callers need no `Spawn` bound).
+type OpenFn<R> = fn(&R, &Arc<Endpoint>, &Arc<ConnShared>, bool) -> Opened;
 
 /// Tells whether a connection task got its connection serving.
 type Opened = Arc<Waiter<Result<(), Error>>>;
@@ -201,7 +201,7 @@ impl<R: Adapter> Client<R> {
                 spare: std::sync::Mutex::new(spare),
                 overflow_held: AtomicU64::new(0),
                 rt,
-                open_fn: open_on_demand::<R>,
+                open_fn: start_task::<R>,
                 closing: AtomicBool::new(false),
                 slow_ns: nanos(config.slow_threshold),
                 open_paused_until: std::sync::Mutex::new(None),

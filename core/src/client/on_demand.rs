@@ -60,7 +60,7 @@ impl<R: Runtime> Client<R> {
         })?;
         c.counters.inc(&c.counters.opened_on_demand);
         crate::observe::on_demand_opened(c.role_name());
-        Some((c, (inner.open_fn)(&inner.rt, &inner.cfg, c)))
+        Some((c, (inner.open_fn)(&inner.rt, &inner.cfg, c, false)))
     }
 }
 
@@ -108,13 +108,4 @@ pub(super) fn start_task<R: Adapter>(
         opened.clone(),
     ));
     opened
-}
-
-/// [`OpenFn`]: an on-demand pipelined connection on a claimed slot.
-pub(super) fn open_on_demand<R: Adapter>(
-    rt: &R,
-    cfg: &Arc<Endpoint>,
-    shared: &Arc<ConnShared>,
-) -> Arc<Waiter<Result<(), Error>>> {
-    start_task(rt, cfg, shared, false)
 }

@@ -534,6 +534,17 @@ impl Held {
     }
 }
 
+impl Held {
+    /// Gives the connection back now, before the holder is dropped: nothing of the holder went
+    /// out on it (its first unit failed never sent), and the holder checks out another (a
+    /// checkout while it still held this one would count as waiting for itself).
+    pub(crate) fn release_unused(&self) {
+        if !self.released.swap(true, Relaxed) {
+            self.pinned.release(self.id, &self.conn);
+        }
+    }
+}
+
 impl Drop for Held {
     fn drop(&mut self) {
         if !self.released.load(Relaxed) {

@@ -269,6 +269,8 @@ fn attribute<S: Sampled>(
 /// retrying fast would only lock accounts and flood the server's log with failed logins).
 pub(crate) struct Backoff {
     next: Duration,
+    /// The last failure was refused credentials.
+    auth: bool,
 }
 
 impl Backoff {
@@ -279,17 +281,27 @@ impl Backoff {
 
     /// A connection that has not failed yet.
     pub(crate) fn new() -> Self {
-        Backoff { next: Self::START }
+        Backoff {
+            next: Self::START,
+            auth: false,
+        }
     }
 
     /// The connection served again: the next failure starts over.
     pub(crate) fn reset(&mut self) {
         self.next = Self::START;
+        self.auth = false;
+    }
+
+    /// Whether the wait is for credentials the server refused.
+    pub(crate) fn refused_credentials(&self) -> bool {
+        self.auth
     }
 
     /// The wait before the next attempt, after a failure (`auth`: the credentials were
     /// refused).
     pub(crate) fn after_failure(&mut self, auth: bool) -> Duration {
+        self.auth = auth;
         if auth {
             self.next = self.next.max(Self::AUTH);
         }
@@ -302,6 +314,7 @@ impl Backoff {
     /// during a failover a standby becomes the primary within seconds, so the wait is capped
     /// at a second.
     pub(crate) fn after_wrong_role(&mut self) -> Duration {
+        self.auth = false;
         self.next = self.next.min(Self::WRONG_ROLE_MAX);
         let delay = self.next;
         self.next = (self.next * 2).min(Self::WRONG_ROLE_MAX);

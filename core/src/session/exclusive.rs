@@ -3,6 +3,7 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU32};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use postgres_types::ToSql;
@@ -15,7 +16,11 @@ use crate::{Client, Error};
 /// The connection and client behind every exclusive handle.
 pub(super) struct Exclusive<R: Runtime> {
     pub(super) client: Client<R>,
-    pub(super) held: Held,
+    /// The connection held: replaced only when the holder's first statement found it dead
+    /// before anything of the holder went out ([`Exclusive::moved_after_never_sent`]).
+    held: Mutex<Arc<Held>>,
+    /// Checked out for a transaction (`Client::transaction`), not a session.
+    for_tx: bool,
     /// The transaction's BEGIN while it has not gone out (the next unit takes it).
     pub(super) begin: PendingBegin,
     /// A session's transaction was dropped while units of it were unanswered: whether it
@@ -33,17 +38,50 @@ pub(super) struct Exclusive<R: Runtime> {
 }
 
 impl<R: Runtime> Exclusive<R> {
-    pub(super) fn new(client: Client<R>, held: Held) -> Self {
+    pub(super) fn new(client: Client<R>, held: Held, for_tx: bool) -> Self {
         let early = AtomicBool::new(held.early);
         Exclusive {
             client,
-            held,
+            held: Mutex::new(Arc::new(held)),
+            for_tx,
             begin: PendingBegin::default(),
             settle: AtomicBool::new(false),
             early,
             order: Order::default(),
             portals: AtomicU32::new(0),
         }
+    }
+
+    /// The connection held now.
+    pub(super) fn held(&self) -> Arc<Held> {
+        crate::sched::lock(&self.held).clone()
+    }
+
+    /// Whether `r`, the result of the holder's first statement (`turn`, the only one it has
+    /// started), says its connection died before the unit went out (a server shutting down
+    /// terminated it between the checkout and the statement): then nothing of the holder ran,
+    /// and, as a shared unit goes to another connection, the holder moves to a connection
+    /// checked out again (its BEGIN armed again) for the unit to be sent there, the dead one
+    /// released first. A later statement, or one beside others, fails as it is; so does the
+    /// first when the checkout fails (with the checkout's error).
+    pub(super) async fn moved_after_never_sent<T>(
+        &self,
+        r: &Result<T, Error>,
+        turn: &Ticket<'_>,
+    ) -> Result<bool, Error> {
+        // Not whether the connection still says it is open: the unit's failure can reach its
+        // caller before the connection's task has marked it dead.
+        if !matches!(r, Err(Error::NotDispatched { .. })) || !turn.first_and_only() {
+            return Ok(false);
+        }
+        self.held().release_unused();
+        let held = self.client.checkout(self.for_tx).await?;
+        self.early.store(held.early, Relaxed);
+        *crate::sched::lock(&self.held) = Arc::new(held);
+        if self.for_tx {
+            self.begin.arm();
+        }
+        Ok(true)
     }
 
     /// Whether `r`, a unit's result while the connection came early (before this holder's
@@ -86,7 +124,7 @@ impl<R: Runtime> Exclusive<R> {
     pub(super) fn cancel_if_abandoned<T>(&self, r: &Result<T, Error>, unit: u64) {
         if matches!(r, Err(Error::Timeout)) && unit > 0 {
             let mut wakes = crate::sched::DeferredWakes::default();
-            self.held.conn.request_cancel(unit - 1, unit, &mut wakes);
+            self.held().conn.request_cancel(unit - 1, unit, &mut wakes);
             wakes.wake_all();
         }
     }
@@ -123,7 +161,7 @@ impl<R: Runtime> Exclusive<R> {
     /// Before a statement of the holder's: its release-time bookkeeping (see
     /// [`Client::note_statement`]) and any rollback a dropped transaction left undecided.
     pub(super) async fn prepare_for(&self, sql: &str) -> Result<(), Error> {
-        self.client.note_statement(&self.held.conn, sql);
+        self.client.note_statement(&self.held().conn, sql);
         if self.settle.swap(false, Relaxed) {
             self.end_dropped_transaction().await?;
         }
@@ -133,7 +171,8 @@ impl<R: Runtime> Exclusive<R> {
     /// Rolls back the transaction a dropped [`Savepoint`] left, if the server says one is open
     /// once every earlier unit is answered (a bare Sync tells).
     pub(super) async fn end_dropped_transaction(&self) -> Result<(), Error> {
-        let conn = &self.held.conn;
+        let held = self.held();
+        let conn = &held.conn;
         loop {
             match conn.settled_tx_status() {
                 Some(b'I') => return Ok(()),
@@ -165,6 +204,7 @@ impl<R: Runtime> Exclusive<R> {
             let release = || {
                 // Not while this unit may still have to be sent again (see `early`).
                 if !early.load(Relaxed) {
+                    let held = crate::sched::lock(held).clone();
                     held.release_with_commit();
                 }
             };
@@ -178,8 +218,11 @@ impl<R: Runtime> Exclusive<R> {
                 let deadline = self.client.deadline();
                 let r = self
                     .client
-                    .run_on(&self.held.conn, sql, params, deadline, &framing)
+                    .run_on(&self.held().conn, sql, params, deadline, &framing)
                     .await;
+                if self.moved_after_never_sent(&r, &turn).await? {
+                    continue;
+                }
                 if !self.failed_behind_previous(&r).await? {
                     self.cancel_if_abandoned(&r, turn.queued_at());
                     return r;
@@ -221,7 +264,7 @@ impl<R: Runtime> Exclusive<R> {
             crate::rt::with_deadline(rt, deadline, framing.my_turn_or_error()).await?;
             let (r, begun, at) = self
                 .client
-                .simple_rows_on(&self.held.conn, sql, deadline, &framing)
+                .simple_rows_on(&self.held().conn, sql, deadline, &framing)
                 .await;
             let r = match r {
                 Err(Error::Db(mut e)) if begun => {
@@ -255,15 +298,25 @@ impl<R: Runtime> Exclusive<R> {
         let framing = self.framing(turn);
         let op = async {
             let deadline = self.client.deadline();
-            let turn = framing.my_turn_or_error();
-            crate::rt::with_deadline(self.client.runtime(), deadline, turn).await?;
+            let in_turn = framing.my_turn_or_error();
+            crate::rt::with_deadline(self.client.runtime(), deadline, in_turn).await?;
             loop {
-                let (w, begun) = self.held.conn.submit_simple_framed(sql, &framing)?;
-                framing.was_queued(&self.held.conn);
-                let unit = self.held.conn.units_pushed();
+                let held = self.held();
+                let (w, begun) = match held.conn.submit_simple_framed(sql, &framing) {
+                    Ok(queued) => queued,
+                    Err(e) => {
+                        let r = Err(e);
+                        if !ends && self.moved_after_never_sent(&r, turn).await? {
+                            continue;
+                        }
+                        return r;
+                    }
+                };
+                framing.was_queued(&held.conn);
+                let unit = held.conn.units_pushed();
                 // Not while this unit may still have to be sent again (see `early`).
                 if ends && !self.early.load(Relaxed) {
-                    self.held.release_with_commit();
+                    held.release_with_commit();
                 }
                 let deadline: Option<Instant> = self.client.deadline();
                 let r = match self.client.wait_for(deadline, &w).await {
@@ -276,6 +329,9 @@ impl<R: Runtime> Exclusive<R> {
                     }
                     r => r,
                 };
+                if !ends && self.moved_after_never_sent(&r, turn).await? {
+                    continue;
+                }
                 if !self.failed_behind_previous(&r).await? {
                     self.cancel_if_abandoned(&r, unit);
                     return r;

@@ -95,7 +95,7 @@ macro_rules! statements {
             x.settle_early().await?;
             let deadline = x.client.deadline();
             Ok(x.client
-                .typed_on(&x.held.conn, sql, params, deadline, &x.framing(&turn))
+                .typed_on(&x.held().conn, sql, params, deadline, &x.framing(&turn))
                 .await?
                 .rows)
         }
@@ -117,7 +117,7 @@ macro_rules! statements {
             x.settle_early().await?;
             let deadline = x.client.deadline();
             x.client
-                .stream_on(&x.held.conn, sql, params, deadline, &x.framing(&turn))
+                .stream_on(&x.held().conn, sql, params, deadline, &x.framing(&turn))
                 .await
         }
 
@@ -135,7 +135,7 @@ macro_rules! statements {
             x.settle_early().await?;
             let mut copy = x
                 .client
-                .copy_in_on(&x.held.conn, sql, &x.framing(&turn))
+                .copy_in_on(&x.held().conn, sql, &x.framing(&turn))
                 .await?;
             copy.keep_turn(turn);
             Ok(copy)
@@ -151,7 +151,7 @@ macro_rules! statements {
             x.wait_turn(&turn).await?;
             x.settle_early().await?;
             x.client
-                .copy_out_on(&x.held.conn, sql, &x.framing(&turn))
+                .copy_out_on(&x.held().conn, sql, &x.framing(&turn))
                 .await
         }
 
@@ -160,14 +160,14 @@ macro_rules! statements {
         /// has completed; up to 1,000 are kept, then the oldest are dropped
         /// (`notices_dropped`). With the `tracing` feature every notice is also logged.
         pub fn try_next_notice(&self) -> Option<crate::DbError> {
-            crate::sched::lock(&self.x().held.conn.notices)
+            crate::sched::lock(&self.x().held().conn.notices)
                 .items
                 .pop_front()
         }
 
         /// Notices dropped because the backlog was full.
         pub fn notices_dropped(&self) -> u64 {
-            crate::sched::lock(&self.x().held.conn.notices).dropped
+            crate::sched::lock(&self.x().held().conn.notices).dropped
         }
 
         /// Prepares `sql` on this connection without running it: its parameter and column
@@ -178,13 +178,14 @@ macro_rules! statements {
             let turn = x.order.ticket();
             crate::proto::encode::check_input(sql, 0)?;
             x.wait_turn(&turn).await?;
-            let op = x.client.describe_on(&x.held.conn, sql, x.client.deadline());
+            let held = x.held();
+            let op = x.client.describe_on(&held.conn, sql, x.client.deadline());
             x.client.observed(sql, op).await
         }
 
         /// A token another task can use to cancel what this runs ([`crate::CancelToken`]).
         pub fn cancel_token(&self) -> crate::CancelToken {
-            self.x().held.cancel_token()
+            self.x().held().cancel_token()
         }
 
         /// Runs one or more `;`-separated statements with the simple protocol (no parameters)
@@ -232,7 +233,7 @@ impl<R: Adapter> Client<R> {
 
     async fn transaction_with_modes(&self, modes: u8) -> Result<Transaction<R>, Error> {
         let held = self.checkout(true).await?;
-        let x = Exclusive::new(self.clone(), held);
+        let x = Exclusive::new(self.clone(), held, true);
         x.begin.set_modes(modes);
         x.begin.arm();
         Ok(Transaction { x })
@@ -251,7 +252,7 @@ pub struct Session<R: Runtime> {
 impl<R: Runtime> Session<R> {
     pub(crate) fn new(client: Client<R>, held: Held) -> Self {
         Session {
-            x: Exclusive::new(client, held),
+            x: Exclusive::new(client, held, false),
         }
     }
 
@@ -265,7 +266,7 @@ impl<R: Runtime> Session<R> {
     /// while the session is idle too; up to 10,000 are kept, then the oldest are dropped (see
     /// [`Session::notifications_dropped`]).
     pub async fn next_notification(&self) -> Result<Notification, Error> {
-        let conn = &self.x.held.conn;
+        let conn = &self.x.held().conn;
         futures_lite::future::poll_fn(|cx| {
             let mut q = crate::sched::lock(&conn.notifications);
             if let Some(n) = q.items.pop_front() {
@@ -291,14 +292,14 @@ impl<R: Runtime> Session<R> {
 
     /// A notification if one is waiting, without waiting.
     pub fn try_next_notification(&self) -> Option<Notification> {
-        crate::sched::lock(&self.x.held.conn.notifications)
+        crate::sched::lock(&self.x.held().conn.notifications)
             .items
             .pop_front()
     }
 
     /// Notifications dropped because the backlog was full.
     pub fn notifications_dropped(&self) -> u64 {
-        crate::sched::lock(&self.x.held.conn.notifications).dropped
+        crate::sched::lock(&self.x.held().conn.notifications).dropped
     }
 
     /// Starts a transaction on this session's connection. Nothing is sent yet: its `BEGIN`
@@ -474,7 +475,7 @@ impl<R: Runtime> Drop for Savepoint<'_, R> {
             return;
         }
         // Queued without waiting; the connection runs it before anything its holder sends next.
-        let conn = &self.x.held.conn;
+        let conn = &self.x.held().conn;
         match &self.name {
             Some(n) => {
                 let _ = conn.submit_simple_now(&format!(

@@ -544,6 +544,7 @@ suite! {
         reconnect::a_connection_that_opens_calls_the_others_back_from_their_backoff: 60,
         reconnect::behind_haproxy_a_connection_that_opens_calls_the_others_back: 60,
         reconnect::terminated_backends_fail_only_sent_units: 90,
+        reconnect::a_holder_whose_connection_died_before_its_first_statement_moves_on: 60,
         reconnect::units_wait_for_a_server_within_their_bounds: 90,
         extensions::extension_functions_are_refused_from_the_catalog: 90,
         extensions::every_contrib_volatile_function_is_classified: 120,

@@ -18,8 +18,9 @@ fn ids(out: &str) -> Vec<i64> {
     out.lines().filter_map(|l| l.trim().parse().ok()).collect()
 }
 
-/// Backoff after a lost connection reaches at most 5 s (`proto/timing.rs`), so a restarted
-/// server is served again within that and a connect after it accepts connections.
+/// A client whose connections all wait to open again tries at least every 250 ms
+/// (`driver/open/reached.rs`), so a restarted server is served again within that and a
+/// connect after it accepts connections; the bound leaves room for a loaded machine.
 const RECOVERY_BOUND: Duration = Duration::from_secs(8);
 
 /// How each unit of the load resolved.
@@ -477,4 +478,69 @@ async fn called_back<H: Harness>(haproxy: bool) -> (Db<H>, Cluster, Option<HaPro
     );
     r.expect("the shared path, called back by the checkout's connection");
     (db, cluster, proxy)
+}
+
+/// A transaction or session whose connection dies before its first statement goes out (a
+/// server shutting down, as in a switchover, terminates it between the checkout and the
+/// statement): nothing of it ran, so it moves to another connection and the statement runs
+/// there. A statement after one that went out is not moved: its transaction died with the
+/// connection, and it fails as never sent.
+pub async fn a_holder_whose_connection_died_before_its_first_statement_moves_on<H: Harness>() {
+    // One exclusive connection: the holder gives the dead one back before it checks out.
+    let mut cfg = crate::config(|c| {
+        c.pipeline_size = 1;
+        c.max_connections = 2;
+        c.pinned_size = 1;
+    });
+    let app = cfg.application_name.clone().expect("the test's name");
+    cfg.application_name = Some(app.clone());
+    let db = H::connect(cfg).await.expect("connect");
+    let kill = format!(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE application_name = '{app}'"
+    );
+    let gone = format!("SELECT count(*) FROM pg_stat_activity WHERE application_name = '{app}'");
+    // Once its backend has exited, the FATAL and the end of the stream wait in the socket:
+    // the connection reads them before it writes the next unit.
+    let terminate = || async {
+        psql_async::<H>(&kill).await;
+        while psql_async::<H>(&gone).await.trim() != "0" {
+            H::sleep(Duration::from_millis(10)).await;
+        }
+    };
+
+    let tx = db.transaction().await.expect("checkout");
+    terminate().await;
+    let row = tx
+        .query_one(
+            "SELECT pg_backend_pid(), now() = statement_timestamp()",
+            &[],
+        )
+        .await
+        .expect("the first statement, moved to another connection");
+    assert!(
+        !row.get::<_, bool>(1),
+        "its BEGIN went with it: a transaction"
+    );
+    tx.commit().await.expect("commit");
+
+    let s = db.session().await.expect("checkout");
+    terminate().await;
+    s.batch_execute("SELECT 1")
+        .await
+        .expect("a session's first statement (simple protocol), moved too");
+    drop(s);
+
+    let tx = db.transaction().await.expect("checkout");
+    tx.query_one("SELECT 1", &[])
+        .await
+        .expect("first statement");
+    terminate().await;
+    let e = tx
+        .query_one("SELECT 2", &[])
+        .await
+        .expect_err("its transaction is gone");
+    assert!(matches!(e, Error::NotDispatched { .. }), "{e:?}");
+    drop(tx);
+    db.close().await;
 }

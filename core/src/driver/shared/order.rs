@@ -80,6 +80,11 @@ impl Ticket<'_> {
         self.pass();
     }
 
+    /// Whether this is the holder's first statement and no other has started since.
+    pub(crate) fn first_and_only(&self) -> bool {
+        self.n == 0 && lock(&self.order.state).issued == 1
+    }
+
     /// Where the statement's unit was queued ([`Ticket::queued`]); 0 when it was not.
     pub(crate) fn queued_at(&self) -> u64 {
         self.at.load(Relaxed)

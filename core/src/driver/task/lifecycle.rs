@@ -37,12 +37,22 @@ impl<R: Runtime> ConnTask<R> {
                     if self.closing(cx) {
                         return self.finish(Status::Closed);
                     }
-                    if self.cfg.reached.poll_since(mark, cx).is_ready() {
+                    let reached = &self.cfg.reached;
+                    let now = self.rt.now();
+                    if reached.poll_since(mark, cx).is_ready() {
                         // The server takes connections: this one tries now, from the start.
                         self.backoff.reset();
-                    } else if self.rt.now() < until {
-                        // A timer armed earlier that fires only re-arms it.
-                        if !self.arm(cx, Some(until)) {
+                        reached.trying(now);
+                    } else if now >= until {
+                        reached.trying(now);
+                    } else if self.backoff.refused_credentials() || !reached.scout(now) {
+                        // Refused credentials are not scouted: they do not fix themselves in
+                        // milliseconds. A timer armed earlier that fires only re-arms it.
+                        let at = match self.backoff.refused_credentials() {
+                            true => until,
+                            false => reached.look_again(until),
+                        };
+                        if !self.arm(cx, Some(at)) {
                             return Poll::Pending;
                         }
                         continue;

@@ -75,6 +75,7 @@ impl<R: Runtime> ConnTask<R> {
         exclusive: bool,
         opened: Arc<Waiter<Result<(), Error>>>,
     ) -> Self {
+        cfg.reached.trying(rt.now());
         let phase = Phase::Opening(Box::new(Opening::new(&rt, &cfg, exclusive)));
         let conn = Conn::new(cfg.clone(), shared.clone(), exclusive, rt.now());
         ConnTask {
