@@ -24,6 +24,15 @@ pub enum HarnessError {
         /// Every place that was looked at.
         searched: Vec<String>,
     },
+    /// A binary of the high-availability stack (`patroni`, `etcd`) was not found.
+    HaToolNotFound {
+        /// The binary looked for.
+        tool: &'static str,
+        /// The Debian package that has it.
+        package: &'static str,
+        /// Every place that was looked at.
+        searched: Vec<String>,
+    },
     /// An I/O operation (file system, spawning a process, ...) failed.
     Io {
         /// What was being done.
@@ -86,6 +95,16 @@ impl fmt::Display for HarnessError {
                 f,
                 "no haproxy binary found (install it with `apt-get install -y haproxy`, or set \
                  PGPIPE_HAPROXY to its path); searched: {}",
+                searched.join("; ")
+            ),
+            HarnessError::HaToolNotFound {
+                tool,
+                package,
+                searched,
+            } => write!(
+                f,
+                "no {tool} binary found (install it with `apt-get install -y {package}`); \
+                 searched: {}",
                 searched.join("; ")
             ),
             HarnessError::Io { context, source } => write!(f, "{context}: {source}"),

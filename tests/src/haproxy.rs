@@ -9,7 +9,9 @@
 //! server down for long.
 
 use std::fs;
+use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::thread;
@@ -45,6 +47,38 @@ impl HaProxy {
     /// Starts HAProxy in front of the server on 127.0.0.1:`upstream` (a [`crate::Cluster`]'s
     /// port). Blocks until it accepts connections.
     pub fn start(upstream: u16) -> Result<HaProxy, HarnessError> {
+        let backend = format!(
+            "\x20   option pgsql-check user {SUPERUSER}\n\
+             \x20   default-server inter 100ms fall 1 rise 1\n\
+             \x20   server pg 127.0.0.1:{upstream} check\n"
+        );
+        Self::launch(&backend)
+    }
+
+    /// Starts HAProxy in front of Patroni's nodes, each given as (PostgreSQL port, REST API
+    /// port), as Patroni's documentation sets it up: it routes to the node whose REST API
+    /// answers `/primary` with 200, checked every 100 ms, and closes the sessions of a node
+    /// marked down; with `retries 0` (`docs/TOPOLOGY.md` says why). Blocks until it accepts
+    /// connections.
+    pub fn start_for_patroni(nodes: &[(u16, u16)]) -> Result<HaProxy, HarnessError> {
+        // No retries: HAProxy waits up to a second before trying a server that refused
+        // again, holding the client's attempt meanwhile; the client retries by itself.
+        let mut backend = String::from(
+            "\x20   retries 0\n\
+             \x20   option httpchk OPTIONS /primary\n\
+             \x20   http-check expect status 200\n\
+             \x20   default-server inter 100ms fall 1 rise 1 on-marked-down shutdown-sessions\n",
+        );
+        for (i, (pg, rest)) in nodes.iter().enumerate() {
+            backend.push_str(&format!(
+                "\x20   server n{i} 127.0.0.1:{pg} check port {rest}\n"
+            ));
+        }
+        Self::launch(&backend)
+    }
+
+    /// Starts HAProxy with `backend` (its health check and servers) under `listen postgres`.
+    fn launch(backend: &str) -> Result<HaProxy, HarnessError> {
         let bin = find_haproxy()?;
         let mut h = HaProxy {
             dir: create_unique_dir()?,
@@ -56,6 +90,7 @@ impl HaProxy {
         let config = format!(
             "global\n\
              \x20   maxconn 4096\n\
+             \x20   stats socket {stats}\n\
              defaults\n\
              \x20   mode tcp\n\
              \x20   timeout connect 1s\n\
@@ -64,10 +99,9 @@ impl HaProxy {
              \x20   timeout check 1s\n\
              listen postgres\n\
              \x20   bind 127.0.0.1:{port}\n\
-             \x20   option pgsql-check user {SUPERUSER}\n\
-             \x20   default-server inter 100ms fall 1 rise 1\n\
-             \x20   server pg 127.0.0.1:{upstream} check\n",
+             {backend}",
             port = h.port,
+            stats = h.dir.join("stats.sock").display(),
         );
         let path = h.dir.join("haproxy.cfg");
         fs::write(&path, config)
@@ -115,7 +149,11 @@ impl HaProxy {
                     });
                 }
             }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            // HAProxy counts a server up until its first check says otherwise: ready once
+            // every server has been checked, so that no connection reaches a wrong one.
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+                && self.every_server_checked()
+            {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -127,6 +165,31 @@ impl HaProxy {
             }
             thread::sleep(Duration::from_millis(20));
         }
+    }
+}
+
+impl HaProxy {
+    /// Whether every server has a check result, read from `show stat` on the stats socket.
+    fn every_server_checked(&self) -> bool {
+        let Ok(mut s) = UnixStream::connect(self.dir.join("stats.sock")) else {
+            return false;
+        };
+        let mut text = String::new();
+        if s.write_all(b"show stat\n").is_err() || s.read_to_string(&mut text).is_err() {
+            return false;
+        }
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+        let (Some(name), Some(check)) = (
+            header.iter().position(|h| *h == "svname"),
+            header.iter().position(|h| *h == "check_status"),
+        ) else {
+            return false;
+        };
+        lines
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .filter(|f| f.len() > check && !matches!(f[name], "FRONTEND" | "BACKEND"))
+            .all(|f| !f[check].is_empty() && !f[check].starts_with("INI"))
     }
 }
 

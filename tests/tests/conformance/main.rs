@@ -19,6 +19,7 @@ mod extensions;
 mod faults;
 mod foundation;
 mod giving_up;
+mod ha;
 mod hostile;
 mod order;
 mod pieces;
@@ -555,6 +556,8 @@ suite! {
         topology::failover_follows_the_promoted_standby: 180,
         topology::a_promoted_standby_stops_serving_read_only_clients: 120,
         topology::reads_go_to_the_standby_and_wait_for_their_writes: 120,
+        ha::patroni_failovers_through_haproxy_keep_every_outcome_truthful: 240,
+        ha::patroni_failovers_through_a_host_list_keep_every_outcome_truthful: 240,
         pieces::answers_stay_with_their_callers_through_transaction_mode_pool_4: 300,
         pieces::answers_stay_with_their_callers_through_transaction_mode_pool_1: 300,
         pieces::answers_stay_with_their_callers_straight_to_the_server: 300,
