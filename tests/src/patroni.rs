@@ -126,11 +126,6 @@ impl Patroni {
 
     fn start_etcd(&mut self, bin: &Path, client: u16, peer: u16) -> Result<(), HarnessError> {
         let log = self.dir.join("etcd.log");
-        let out = fs::File::create(&log)
-            .map_err(|e| HarnessError::io(format!("creating {}", log.display()), e))?;
-        let err = out
-            .try_clone()
-            .map_err(|e| HarnessError::io("duplicating the etcd log", e))?;
         let client_url = format!("http://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
         let mut cmd = Command::new(bin);
@@ -141,10 +136,8 @@ impl Patroni {
             .args(["--listen-peer-urls", &peer_url])
             .args(["--initial-advertise-peer-urls", &peer_url])
             .args(["--initial-cluster", &format!("etcd0={peer_url}")])
-            .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err);
+            .args(["--heartbeat-interval", "50", "--election-timeout", "500"]);
+        logged(&mut cmd, &log)?;
         let child = cmd
             .spawn()
             .map_err(|e| HarnessError::io("starting etcd", e))?;
@@ -207,17 +200,9 @@ impl Patroni {
 
     fn start_node(&mut self, i: usize, bin: &Path) -> Result<(), HarnessError> {
         let node = &mut self.nodes[i];
-        let log = fs::File::create(&node.log)
-            .map_err(|e| HarnessError::io(format!("creating {}", node.log.display()), e))?;
-        let err = log
-            .try_clone()
-            .map_err(|e| HarnessError::io("duplicating the Patroni log", e))?;
         let mut cmd = command_as_postgres(bin, is_root());
-        cmd.arg(&node.config)
-            .current_dir(&self.dir)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(err);
+        cmd.arg(&node.config).current_dir(&self.dir);
+        logged(&mut cmd, &node.log)?;
         let child = cmd
             .spawn()
             .map_err(|e| HarnessError::io("starting patroni", e))?;
@@ -380,6 +365,17 @@ impl Drop for Patroni {
         }
         let _ = fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Sends `cmd`'s output, both streams, to a new file at `log`; stdin closed.
+fn logged(cmd: &mut Command, log: &Path) -> Result<(), HarnessError> {
+    let out = fs::File::create(log)
+        .map_err(|e| HarnessError::io(format!("creating {}", log.display()), e))?;
+    let err = out
+        .try_clone()
+        .map_err(|e| HarnessError::io(format!("duplicating {}", log.display()), e))?;
+    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+    Ok(())
 }
 
 /// The postmaster's pid, from the first line of `postmaster.pid`.
