@@ -13,12 +13,12 @@ use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::binaries::{find_tool, tool_or_skip};
-use crate::process::{describe, send_signal, spawn_watchdog};
+use crate::process::{send_signal, spawn_quiet, spawn_watchdog};
 use crate::scratch::{create_unique_dir, free_port};
 use crate::{HarnessError, DATABASE, SUPERUSER};
 
@@ -107,17 +107,8 @@ impl HaProxy {
         fs::write(&path, config)
             .map_err(|e| HarnessError::io(format!("writing {}", path.display()), e))?;
         let mut cmd = Command::new(bin);
-        cmd.arg("-db")
-            .arg("-f")
-            .arg(&path)
-            .current_dir(&h.dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let command = describe(&cmd);
-        let child = cmd
-            .spawn()
-            .map_err(|e| HarnessError::io(format!("starting `{command}`"), e))?;
+        cmd.arg("-db").arg("-f").arg(&path).current_dir(&h.dir);
+        let child = spawn_quiet(&mut cmd)?;
         let pid = child.id();
         h.child = Some(child);
         h.watchdog = Some(spawn_watchdog(pid, &h.dir, &h.dir.join("haproxy.pid"))?);

@@ -6,12 +6,12 @@
 use std::fs;
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::binaries::{find_tool, tool_or_skip};
-use crate::process::{describe, is_root, run, run_with_stdin, send_signal, spawn_watchdog};
+use crate::process::{is_root, run, run_with_stdin, send_signal, spawn_quiet, spawn_watchdog};
 use crate::scratch::{create_unique_dir, free_port};
 use crate::{HarnessError, DATABASE, SUPERUSER};
 
@@ -164,14 +164,8 @@ impl PgBouncer {
     fn launch(&mut self) -> Result<(), HarnessError> {
         let mut cmd = crate::process::command_as_postgres(&self.bin, self.as_root);
         cmd.arg(self.dir.join("pgbouncer.ini"))
-            .current_dir(&self.dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let command = describe(&cmd);
-        let child = cmd
-            .spawn()
-            .map_err(|e| HarnessError::io(format!("starting `{command}`"), e))?;
+            .current_dir(&self.dir);
+        let child = spawn_quiet(&mut cmd)?;
         let child_pid = child.id();
         self.child = Some(child);
         self.spawn_watchdog(child_pid)?;

@@ -126,6 +126,17 @@ pub(crate) fn send_signal(signal: &str, pids: &[u32]) {
         .status();
 }
 
+/// Starts `cmd` in the background with no stdin and its output discarded (the tool logs
+/// elsewhere, or nothing worth keeping); the error names the command line.
+pub(crate) fn spawn_quiet(cmd: &mut Command) -> Result<Child, HarnessError> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let command = describe(cmd);
+    cmd.spawn()
+        .map_err(|e| HarnessError::io(format!("starting `{command}`"), e))
+}
+
 /// Whether a process with this pid exists (`kill -0`).
 pub(crate) fn process_alive(pid: u32) -> bool {
     Command::new("sh")
